@@ -1,0 +1,29 @@
+"""Statistical problems: data protocols, sufficient statistics, losses, sensitivities.
+
+``get_problem(name, **options)`` builds a validated problem object (see
+``docs/contracts.md`` for the interface the sweep engine relies on).
+"""
+
+from __future__ import annotations
+
+from .linear import LinearProblem
+
+PROBLEMS = {"linear": LinearProblem}
+
+__all__ = ["PROBLEMS", "get_problem", "LinearProblem"]
+
+
+def get_problem(name: str, **options):
+    """Return the problem ``name`` built with keyword ``options``.
+
+    Raises ValueError naming ``problem`` and the allowed names for an unknown
+    problem, and TypeError naming the option for an unknown option.
+    """
+    if name not in PROBLEMS:
+        raise ValueError(f"problem must be one of {sorted(PROBLEMS)}, got {name!r}")
+    cls = PROBLEMS[name]
+    try:
+        return cls(**options)
+    except TypeError as exc:
+        allowed = [f for f in cls.__dataclass_fields__ if cls.__dataclass_fields__[f].init]
+        raise TypeError(f"unknown option for problem {name!r}: {exc}; allowed options: {allowed}") from None

@@ -1,0 +1,10 @@
+"""Numba sampler kernels: exact draws, exact coordinate Gibbs, random-walk Metropolis.
+
+Kernels are pure functions of an explicit ``numpy.random.Generator`` and arrays; the
+mechanisms validate inputs and choose among them (exact first, MCMC as the fallback).
+"""
+
+#: Integer codes of the sampler that produced a release, as stored in result stores.
+SAMPLER_CODES = {"none": 0, "exact": 1, "gibbs": 2, "metropolis": 3}
+
+__all__ = ["SAMPLER_CODES"]

@@ -1,0 +1,64 @@
+"""Shared pieces of every mechanism: the release record and parameter validation."""
+
+from __future__ import annotations
+
+import math
+from numbers import Real
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["Release", "check_epsilon", "check_rng", "check_positive", "check_choice", "check_int"]
+
+
+class Release(NamedTuple):
+    """One private release: ``estimate`` in original units and sampler ``info``.
+
+    ``info`` holds ``sampler`` ("exact", "gibbs", "metropolis" or "none"),
+    ``acceptance`` (accepted fraction of exact tries or Metropolis proposals) and
+    ``steps`` (exact tries, or sweeps of the chain).
+    """
+
+    estimate: np.ndarray
+    info: dict
+
+
+def _is_real(x) -> bool:
+    return isinstance(x, Real) and not isinstance(x, bool)
+
+
+def check_epsilon(epsilon) -> float:
+    """Return ``epsilon`` as float; ValueError unless finite and > 0."""
+    if not _is_real(epsilon):
+        raise TypeError(f"epsilon must be a real number, got {type(epsilon).__name__}")
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}")
+    return float(epsilon)
+
+
+def check_positive(name: str, value) -> float:
+    if not _is_real(value):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+    return float(value)
+
+
+def check_int(name: str, value, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_choice(name: str, value, allowed) -> str:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
+    return value
+
+
+def check_rng(rng) -> np.random.Generator:
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    return rng

@@ -1,0 +1,352 @@
+"""Linear regression: data protocol, streaming sufficient statistics, loss and sensitivities.
+
+Model and bounds (KNG paper §4.2)
+---------------------------------
+Pairs ``(x_i, y_i)`` with ``x_i`` in ``[-1, 1]^d`` and ``y_i`` in ``[-1, 1]`` (after
+scaling), parameter space ``Theta = {theta : ||theta||_1 <= B}``.  The empirical risk is
+
+    l_n(theta) = sum_i (y_i - x_i' theta)^2 = theta' G theta - 2 c' theta + yy,
+
+with ``G = X'X``, ``c = X'y``, ``yy = y'y``.  Every mechanism in kngflow needs only
+``(G, c, yy, n)``, so data are never held as an ``n x d`` matrix: they are generated
+(or read) in fixed-size blocks and folded into these statistics.
+
+Sensitivities (derived here; the papers' printed constants are checked against these)
+-------------------------------------------------------------------------------------
+Neighbouring data sets differ in one record ``(x_1, y_1) -> (x_1', y_1')``.  For
+``theta`` in ``Theta``: ``|x' theta| <= ||x||_inf ||theta||_1 <= B`` so the residual
+satisfies ``|y - x' theta| <= 1 + B``.
+
+* Gradient ``grad l_n(theta) = -2 sum_i (y_i - x_i' theta) x_i``.  Only record 1
+  changes, so for any norm ``K``::
+
+      ||grad l_n(D) - grad l_n(D')||_K <= 2(1+B)||x_1||_K + 2(1+B)||x_1'||_K
+                                       <= 4 (1+B) sup_x ||x||_K,
+
+  with ``sup ||x||_inf = 1``, ``sup ||x||_2 = sqrt(d)``, ``sup ||x||_1 = d`` over the
+  cube.  Hence ``Delta_inf = 4(1+B)`` (KNG paper), ``Delta_2 = 4(1+B) sqrt(d)``,
+  ``Delta_1 = 4(1+B) d``.  The same bound holds uniformly in ``theta`` in ``Theta``,
+  which is what objective perturbation needs (per-record gradient difference).
+* Loss itself (exponential mechanism): each term ``(y - x' theta)^2`` lies in
+  ``[0, (1+B)^2]`` so ``|l_n(D) - l_n(D')| <= (1+B)^2``.
+* Hessian of one record's loss ``2 x x'`` has largest eigenvalue ``2 ||x||_2^2 <= 2d``
+  (the ``lambda`` of objective perturbation).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = [
+    "LinearStats",
+    "StatsAccumulator",
+    "LinearProblem",
+    "paper_theta_star",
+    "stats_from_arrays",
+    "gradient_sensitivity",
+    "loss_sensitivity",
+    "hessian_bound",
+    "loss",
+    "gradient",
+    "BLOCK_ROWS",
+]
+
+#: Rows folded into the statistics at a time.  Block boundaries are fixed in absolute
+#: row index, so the statistics are bit-identical whatever chunks a caller feeds in.
+BLOCK_ROWS = 1 << 16
+
+_NORM_RADIUS = {
+    "linf": lambda d: 1.0,
+    "l2": lambda d: math.sqrt(d),
+    "l1": lambda d: float(d),
+}
+
+
+class LinearStats(NamedTuple):
+    """Sufficient statistics of a scaled linear-regression data set.
+
+    ``G = X'X``, ``c = X'y'`` and ``yy = y''y'`` where ``y' = y / scale`` lies in
+    ``[-1, 1]``; estimates computed from them are multiplied by ``scale`` to return to
+    the original units.
+    """
+
+    G: np.ndarray
+    c: np.ndarray
+    yy: float
+    scale: float
+    n: int
+
+    @property
+    def d(self) -> int:
+        return self.G.shape[0]
+
+
+def paper_theta_star(d: int = 12) -> np.ndarray:
+    """KNG paper §4.3: ``theta* = (0, -1, -1 + 2/(d-1), ..., 1 - 2/(d-1))``."""
+    if d < 2:
+        return np.zeros(d)
+    return np.concatenate([[0.0], -1.0 + 2.0 * np.arange(d - 1) / (d - 1)])
+
+
+def gradient_sensitivity(norm: str, d: int, bound: float) -> float:
+    """K-norm sensitivity of the squared-loss gradient: ``4 (1+B) sup ||x||_K``."""
+    if norm not in _NORM_RADIUS:
+        raise ValueError(f"norm must be one of 'l1', 'l2', 'linf', got {norm!r}")
+    return 4.0 * (1.0 + bound) * _NORM_RADIUS[norm](d)
+
+
+def loss_sensitivity(bound: float) -> float:
+    """Sensitivity of the squared loss ``l_n`` on ``||theta||_1 <= B``: ``(1+B)^2``."""
+    return (1.0 + bound) ** 2
+
+
+def hessian_bound(d: int) -> float:
+    """Largest eigenvalue of one record's Hessian ``2 x x'`` on the cube: ``2 d``."""
+    return 2.0 * d
+
+
+def loss(stats: LinearStats, theta: np.ndarray) -> float:
+    """Scaled empirical risk ``theta'G theta - 2 c'theta + yy``."""
+    theta = np.asarray(theta, dtype=float)
+    return float(theta @ stats.G @ theta - 2.0 * stats.c @ theta + stats.yy)
+
+
+def gradient(stats: LinearStats, theta: np.ndarray) -> np.ndarray:
+    """Gradient of the scaled empirical risk: ``2 (G theta - c)``."""
+    return 2.0 * (stats.G @ np.asarray(theta, dtype=float) - stats.c)
+
+
+class StatsAccumulator:
+    """Fold rows ``(x_i, y_i)`` into ``(X'X, X'y, y'y, max|y|, n)`` block by block.
+
+    Rows are buffered into blocks of :data:`BLOCK_ROWS` rows aligned on absolute row
+    index; each full block is reduced with one BLAS call and the block results are
+    added in order.  The result therefore depends only on the rows, not on how the
+    caller chunked them.  (With a multithreaded BLAS the reduction of one block is
+    still deterministic for a fixed thread count; kngflow's workers run one thread.)
+    Memory: one ``BLOCK_ROWS x d`` buffer.
+    """
+
+    def __init__(self, d: int, *, block_rows: int = BLOCK_ROWS):
+        self.d = int(d)
+        self._X = np.empty((block_rows, self.d))
+        self._y = np.empty(block_rows)
+        self._fill = 0
+        self.G = np.zeros((self.d, self.d))
+        self.s = np.zeros(self.d)
+        self.yy = 0.0
+        self.ymax = 0.0
+        self.n = 0
+
+    def add(self, X: np.ndarray, y: np.ndarray) -> None:
+        """Add rows ``X`` (m, d) and responses ``y`` (m,)."""
+        m = X.shape[0]
+        start = 0
+        cap = self._X.shape[0]
+        while start < m:
+            take = min(cap - self._fill, m - start)
+            if take == cap and self._fill == 0:
+                self._reduce(X[start : start + take], y[start : start + take])
+            else:
+                self._X[self._fill : self._fill + take] = X[start : start + take]
+                self._y[self._fill : self._fill + take] = y[start : start + take]
+                self._fill += take
+                if self._fill == cap:
+                    self._flush()
+            start += take
+
+    def _flush(self) -> None:
+        if self._fill:
+            self._reduce(self._X[: self._fill], self._y[: self._fill])
+            self._fill = 0
+
+    def _reduce(self, X: np.ndarray, y: np.ndarray) -> None:
+        self.G += X.T @ X
+        self.s += X.T @ y
+        self.yy += float(y @ y)
+        self.ymax = max(self.ymax, float(np.max(np.abs(y))))
+        self.n += X.shape[0]
+
+    def finish(self, scale: float | None = None) -> LinearStats:
+        """Statistics with ``y`` divided by ``scale`` (default ``max|y|``)."""
+        self._flush()
+        R = self.ymax if scale is None else float(scale)
+        if not R > 0:
+            R = 1.0
+        return LinearStats(self.G.copy(), self.s / R, self.yy / R**2, R, self.n)
+
+
+def stats_from_arrays(
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    y_bound: float | None = None,
+    chunk_rows: int = BLOCK_ROWS,
+) -> LinearStats:
+    """Sufficient statistics of a user's bounded data set.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Covariates, every entry in ``[-1, 1]`` (include a column of ones for an
+        intercept).  Rescale your columns beforehand; values outside raise.
+    y : array (n,)
+        Responses.  With ``y_bound`` given they must lie in ``[-y_bound, y_bound]``
+        and are divided by ``y_bound`` (a public bound: end-to-end DP).  Without it,
+        they are divided by ``max|y|`` as in the KNG paper's Algorithm 1 — that scale
+        is computed without privacy, so the release is not end-to-end DP.
+    chunk_rows : int
+        Rows read at a time (memory only; the result does not depend on it).
+    """
+    X = np.asarray(X)
+    y = np.asarray(y)
+    if X.ndim != 2:
+        raise ValueError(f"X must be a 2-D array (n, d), got shape {X.shape}")
+    if y.ndim != 1 or y.shape[0] != X.shape[0]:
+        raise ValueError(f"y must be a 1-D array of length n={X.shape[0]}, got shape {y.shape}")
+    n, d = X.shape
+    if n < d:
+        raise ValueError(f"n must be at least d={d} (number of rows >= number of columns), got n={n}")
+    if not np.all(np.isfinite(X)) or np.max(np.abs(X)) > 1.0:
+        raise ValueError("X must have every entry finite and in [-1, 1] (the declared covariate bound)")
+    if not np.all(np.isfinite(y)):
+        raise ValueError("y must be finite")
+    if y_bound is not None:
+        if not (np.isfinite(y_bound) and y_bound > 0):
+            raise ValueError(f"y_bound must be finite and > 0, got {y_bound!r}")
+        if np.max(np.abs(y)) > y_bound:
+            raise ValueError(f"y must lie in [-y_bound, y_bound] = [-{y_bound}, {y_bound}]")
+    if int(chunk_rows) < 1:
+        raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
+    acc = StatsAccumulator(d)
+    for start in range(0, n, int(chunk_rows)):
+        acc.add(
+            np.ascontiguousarray(X[start : start + chunk_rows], dtype=np.float64),
+            np.ascontiguousarray(y[start : start + chunk_rows], dtype=np.float64),
+        )
+    return acc.finish(y_bound)
+
+
+_PROTOCOLS = ("paper", "public_bound")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinearProblem:
+    """KNG paper Algorithm 1: simulated linear regression.
+
+    ``X_i1 = 1``, ``X_ij ~ U(-1, 1)`` for ``j >= 2``, ``e_i ~ N(0, 1)``,
+    ``Y = X theta* + e``.  Protocol ``"paper"`` scales by ``R = max|Y|`` (computed
+    without privacy, exactly as the paper does); protocol ``"public_bound"`` clips
+    ``Y`` to ``[-y_bound, y_bound]`` and scales by the public ``y_bound``.
+
+    Parameters
+    ----------
+    d : int
+        Number of coefficients (intercept included), ``>= 1``.
+    theta_star : array (d,), optional
+        True coefficients; default :func:`paper_theta_star`.
+    protocol : {"paper", "public_bound"}
+    y_bound : float
+        Public bound on ``|Y|``, required by ``"public_bound"``.
+    """
+
+    d: int = 12
+    theta_star: np.ndarray | None = field(default=None)
+    protocol: str = "paper"
+    y_bound: float | None = None
+    name: str = field(default="linear", init=False)
+
+    def __post_init__(self):
+        if isinstance(self.d, bool) or not isinstance(self.d, (int, np.integer)) or self.d < 1:
+            raise ValueError(f"d must be a positive integer, got {self.d!r}")
+        ts = paper_theta_star(int(self.d)) if self.theta_star is None else np.asarray(self.theta_star, float)
+        if ts.shape != (self.d,):
+            raise ValueError(f"theta_star must have shape (d,) = ({self.d},), got {ts.shape}")
+        object.__setattr__(self, "theta_star", ts)
+        if self.protocol not in _PROTOCOLS:
+            raise ValueError(f"protocol must be one of {_PROTOCOLS}, got {self.protocol!r}")
+        if self.protocol == "public_bound":
+            if self.y_bound is None or not (np.isfinite(self.y_bound) and self.y_bound > 0):
+                raise ValueError(f"y_bound must be finite and > 0 with protocol 'public_bound', got {self.y_bound!r}")
+
+    @property
+    def caveats(self) -> str:
+        if self.protocol == "paper":
+            return (
+                "paper protocol: Y is divided by R = max|Y| computed WITHOUT privacy "
+                "(KNG paper, Algorithm 1); releases are DP for the scaled data only."
+            )
+        return f"public_bound protocol: Y clipped to [-{self.y_bound}, {self.y_bound}] and divided by that public bound."
+
+    def check_n(self, n: int) -> None:
+        """Raise ValueError naming ``n`` unless ``n >= d``."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+            raise TypeError(f"n must be an integer, got {type(n).__name__}")
+        if n < self.d:
+            raise ValueError(f"n must be at least d={self.d}, got n={n}")
+
+    def simulate(self, n: int, rng: np.random.Generator, *, chunk_rows: int = BLOCK_ROWS) -> LinearStats:
+        """Generate one data set of size ``n`` straight into sufficient statistics.
+
+        Covariates and errors come from two child streams of ``rng`` (``rng.spawn``),
+        each drawn sequentially, so the data — and, through :class:`StatsAccumulator`,
+        the statistics — are bit-identical whatever ``chunk_rows`` is.  Memory is
+        ``O(chunk_rows * d)``.
+        """
+        self.check_n(n)
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError("rng must be a numpy.random.Generator")
+        rng_x, rng_e = rng.spawn(2)
+        d = self.d
+        acc = StatsAccumulator(d)
+        theta = self.theta_star
+        clip = self.y_bound if self.protocol == "public_bound" else None
+        chunk_rows = int(chunk_rows)
+        rows = min(chunk_rows, n)
+        X = np.empty((rows, d))
+        X[:, 0] = 1.0
+        U = np.empty((rows, d - 1))
+        for start in range(0, n, chunk_rows):
+            m = min(chunk_rows, n - start)
+            Xm = X[:m]
+            rng_x.random(out=U[:m])
+            np.multiply(U[:m], 2.0, out=Xm[:, 1:])
+            Xm[:, 1:] -= 1.0
+            y = Xm @ theta
+            y += rng_e.standard_normal(m)
+            if clip is not None:
+                np.clip(y, -clip, clip, out=y)
+            acc.add(Xm, y)
+        return acc.finish(clip)
+
+    def error(self, estimate: np.ndarray) -> float:
+        """Euclidean distance ``||estimate - theta*||_2`` (Algorithm 1, step 8)."""
+        return float(np.linalg.norm(np.asarray(estimate, float) - self.theta_star))
+
+    def data_summary(self, stats: LinearStats) -> dict:
+        """``scale`` (R) and the classical OLS standard errors in original units."""
+        return {"scale": float(stats.scale), "ols_stderr": ols_stderr(stats)}
+
+
+def ols(stats: LinearStats) -> np.ndarray:
+    """Unconstrained least squares in scaled units: ``G^{-1} c``."""
+    return np.linalg.solve(stats.G, stats.c)
+
+
+def ols_stderr(stats: LinearStats) -> np.ndarray:
+    """Classical OLS standard errors ``scale * sqrt(sigma^2 diag(G^{-1}))``, original units.
+
+    ``sigma^2 = RSS / (n - d)`` with ``RSS = yy - c' G^{-1} c``; NaN when ``n <= d``.
+    """
+    d = stats.d
+    if stats.n <= d:
+        return np.full(d, np.nan)
+    theta = ols(stats)
+    rss = max(stats.yy - float(stats.c @ theta), 0.0)
+    sigma2 = rss / (stats.n - d)
+    diag = np.diag(np.linalg.inv(stats.G))
+    return stats.scale * np.sqrt(sigma2 * diag)

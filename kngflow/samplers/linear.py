@@ -1,0 +1,426 @@
+"""Numba samplers for the linear-regression KNG and exponential-mechanism targets.
+
+All targets live on ``Theta = {||theta||_1 <= B}`` and are written through the residual
+``r = G theta - c`` (scaled sufficient statistics, see :mod:`kngflow.problems.linear`):
+
+* ``KIND_KNG_L1 / KIND_KNG_L2 / KIND_KNG_LINF``: density ``exp(-a ||G theta - c||_K)``
+  with ``a = epsilon / Delta_K`` (KNG: ``eps/(2 Delta) * ||2 (G theta - c)||``).
+* ``KIND_EXP``: density ``exp(-a (theta'G theta - 2 c'theta))`` with
+  ``a = epsilon / (2 (1+B)^2)`` — a Gaussian truncated to ``Theta``.
+
+Three samplers, best first:
+
+1. exact i.i.d. draws (:func:`kng_exact`, :func:`exp_exact`): KNG after the affine map
+   ``u = G theta - c`` (constant Jacobian ``|det G|``) is K-norm noise with scale
+   ``1/a`` restricted to the image of ``Theta``; draw ``u``, map back with ``G^{-1}``,
+   keep it when ``||theta||_1 <= B``.  The exponential mechanism is
+   ``N(G^{-1}c, G^{-1}/(2a))`` accepted inside the ball.  Exact, but the acceptance
+   probability collapses at small ``n``; tries are bounded.
+2. exact coordinate Gibbs (:func:`gibbs_chains`): along coordinate ``j`` the KNG
+   exponent ``a ||r_{-j} + t G_j||_K`` is convex piecewise linear in ``t`` (ℓ∞: the
+   upper envelope of ``2d`` lines; ℓ1: ``d`` kinks), so the conditional on
+   ``|t| <= B - sum_{k != j} |theta_k|`` is piecewise exponential and drawn exactly by
+   inversion; the exponential mechanism's conditional is a truncated normal.
+3. one-at-a-time random-walk Metropolis (:func:`metropolis_chains`): the KNG paper's
+   method; Gaussian proposals per coordinate whose scales adapt in burn-in only
+   (batches of 25 sweeps toward acceptance 0.44), frozen afterwards.
+
+Every chain starts from ``theta = 0`` (data independent).  A "step" is one sweep over
+all ``d`` coordinates; each coordinate update costs ``O(d)`` through the residual, so a
+step is ``O(d^2)`` whatever ``n``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._jit import jit
+from ..noise import draw_l1_into, draw_l2_into, draw_linf_into
+from .truncnorm import truncnorm
+
+KIND_KNG_L1 = 0
+KIND_KNG_L2 = 1
+KIND_KNG_LINF = 2
+KIND_EXP = 3
+
+KNG_KINDS = {"l1": KIND_KNG_L1, "l2": KIND_KNG_L2, "linf": KIND_KNG_LINF}
+
+
+@jit
+def _norm(r, kind):
+    s = 0.0
+    if kind == KIND_KNG_L1:
+        for i in range(r.shape[0]):
+            s += abs(r[i])
+    elif kind == KIND_KNG_L2:
+        for i in range(r.shape[0]):
+            s += r[i] * r[i]
+        s = math.sqrt(s)
+    else:
+        for i in range(r.shape[0]):
+            v = abs(r[i])
+            if v > s:
+                s = v
+    return s
+
+
+@jit
+def _l1(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += abs(x[i])
+    return s
+
+
+# --------------------------------------------------------------------------- exact
+
+
+@jit
+def kng_exact(rng, Ginv, c, scale, B, kind, max_tries, out):
+    """Fill each row of ``out`` with an exact KNG draw; return total tries or -1.
+
+    ``u`` ~ density ∝ exp(-||u||_K / scale) (``scale = 1/a``), ``theta = G^{-1}(c + u)``,
+    accepted when ``||theta||_1 <= B``.  ``max_tries`` bounds the tries *per draw*;
+    -1 means a draw exhausted them (the caller falls back to Gibbs).
+    """
+    d = c.shape[0]
+    u = np.empty(d)
+    v = np.empty(d)
+    total = 0
+    for row in range(out.shape[0]):
+        ok = False
+        for _ in range(max_tries):
+            total += 1
+            if kind == KIND_KNG_L1:
+                draw_l1_into(rng, scale, u)
+            elif kind == KIND_KNG_L2:
+                draw_l2_into(rng, scale, u)
+            else:
+                draw_linf_into(rng, scale, u)
+            for i in range(d):
+                v[i] = c[i] + u[i]
+            l1 = 0.0
+            for i in range(d):
+                t = 0.0
+                for k in range(d):
+                    t += Ginv[i, k] * v[k]
+                out[row, i] = t
+                l1 += abs(t)
+            if l1 <= B:
+                ok = True
+                break
+        if not ok:
+            return -1
+    return total
+
+
+@jit
+def exp_exact(rng, chol, mean, B, max_tries, out):
+    """Exact exponential-mechanism draws: ``mean + chol z`` accepted in the ℓ1 ball.
+
+    ``chol`` is the lower Cholesky factor of the covariance ``G^{-1}/(2a)``.
+    Returns total tries, or -1 if one draw exhausted ``max_tries``.
+    """
+    d = mean.shape[0]
+    z = np.empty(d)
+    total = 0
+    for row in range(out.shape[0]):
+        ok = False
+        for _ in range(max_tries):
+            total += 1
+            for i in range(d):
+                z[i] = rng.standard_normal()
+            l1 = 0.0
+            for i in range(d):
+                t = mean[i]
+                for k in range(i + 1):
+                    t += chol[i, k] * z[k]
+                out[row, i] = t
+                l1 += abs(t)
+            if l1 <= B:
+                ok = True
+                break
+        if not ok:
+            return -1
+    return total
+
+
+# ---------------------------------------------------------------- piecewise exponential
+
+
+@jit
+def _log_seg_mass(k, w):
+    """log of ∫_0^w exp(-k x) dx, stable for any sign of k."""
+    if w <= 0.0:
+        return -np.inf
+    kw = k * w
+    if abs(kw) < 1e-300:
+        return math.log(w)
+    if k > 0.0:
+        return math.log(-math.expm1(-kw)) - math.log(k)
+    return -kw + math.log(-math.expm1(kw)) - math.log(-k)
+
+
+@jit
+def _draw_seg(rng, k, w):
+    """Draw x in [0, w] with density ∝ exp(-k x) by inversion (always from the heavy end)."""
+    u = rng.random()
+    if abs(k * w) < 1e-12:
+        return u * w
+    if k > 0.0:
+        x = -math.log1p(-u * (-math.expm1(-k * w))) / k
+    else:
+        x = w + math.log1p(-u * (-math.expm1(k * w))) / k
+    if x < 0.0:
+        x = 0.0
+    if x > w:
+        x = w
+    return x
+
+
+@jit
+def _pieces_linf(r0, g, L, t0s, f0s, slopes):
+    """Upper envelope of the 2d lines ±(r0_i + t g_i) on [-L, L] (convex, piecewise linear).
+
+    Walk from ``-L``: the active line is the maximum there (ties to the steeper); the
+    next kink is the nearest crossing with a steeper line.  Fills piece starts,
+    values at the starts and slopes; returns the number of pieces (<= 2d).
+    """
+    d = r0.shape[0]
+    t = -L
+    cur_s = 0.0
+    cur_b = 0.0
+    best = -np.inf
+    for i in range(d):
+        for sgn in (-1.0, 1.0):
+            s = sgn * g[i]
+            b = sgn * r0[i]
+            v = s * t + b
+            if v > best or (v == best and s > cur_s):
+                best = v
+                cur_s = s
+                cur_b = b
+    npieces = 0
+    while True:
+        t0s[npieces] = t
+        f0s[npieces] = cur_s * t + cur_b
+        slopes[npieces] = cur_s
+        npieces += 1
+        nxt_x = L
+        nxt_s = cur_s
+        nxt_b = cur_b
+        found = False
+        for i in range(d):
+            for sgn in (-1.0, 1.0):
+                s = sgn * g[i]
+                if s > cur_s:
+                    b = sgn * r0[i]
+                    x = (cur_b - b) / (s - cur_s)
+                    if x < t:
+                        x = t
+                    if x < nxt_x or (x == nxt_x and found and s > nxt_s):
+                        nxt_x = x
+                        nxt_s = s
+                        nxt_b = b
+                        found = True
+        if not found or nxt_x >= L or npieces >= t0s.shape[0]:
+            break
+        t = nxt_x
+        cur_s = nxt_s
+        cur_b = nxt_b
+    return npieces
+
+
+@jit
+def _pieces_l1(r0, g, L, t0s, f0s, slopes, kinks):
+    """Pieces of f(t) = sum_i |r0_i + t g_i| on [-L, L]: kinks at -r0_i/g_i."""
+    d = r0.shape[0]
+    nk = 0
+    for i in range(d):
+        if g[i] != 0.0:
+            x = -r0[i] / g[i]
+            if -L < x < L:
+                kinks[nk] = x
+                nk += 1
+    ks = np.sort(kinks[:nk])
+    t = -L
+    f = 0.0
+    for i in range(d):
+        f += abs(r0[i] + t * g[i])
+    npieces = 0
+    for k in range(nk + 1):
+        t0s[npieces] = t
+        f0s[npieces] = f
+        # slope on (t, next), read off at the midpoint
+        nxt = ks[k] if k < nk else L
+        mid = 0.5 * (t + nxt)
+        s = 0.0
+        for i in range(d):
+            if r0[i] + mid * g[i] >= 0.0:
+                s += g[i]
+            else:
+                s -= g[i]
+        slopes[npieces] = s
+        npieces += 1
+        f += s * (nxt - t)
+        t = nxt
+    return npieces
+
+
+@jit
+def _draw_piecewise(rng, a, L, t0s, f0s, slopes, npieces, logm):
+    """Draw t on [-L, L] from exp(-a f(t)) given the pieces of convex piecewise-linear f."""
+    mx = -np.inf
+    for k in range(npieces):
+        t1 = t0s[k + 1] if k + 1 < npieces else L
+        logm[k] = -a * f0s[k] + _log_seg_mass(a * slopes[k], t1 - t0s[k])
+        if logm[k] > mx:
+            mx = logm[k]
+    tot = 0.0
+    for k in range(npieces):
+        logm[k] = math.exp(logm[k] - mx)
+        tot += logm[k]
+    u = rng.random() * tot
+    k = 0
+    acc = logm[0]
+    while acc < u and k < npieces - 1:
+        k += 1
+        acc += logm[k]
+    t1 = t0s[k + 1] if k + 1 < npieces else L
+    return t0s[k] + _draw_seg(rng, a * slopes[k], t1 - t0s[k])
+
+
+@jit
+def gibbs_chains(rng, G, c, a, B, kind, steps, out):
+    """Run ``out.shape[0]`` independent exact coordinate-Gibbs chains of ``steps`` sweeps.
+
+    Each chain starts at ``theta = 0`` and writes its final state to a row of ``out``.
+    ``kind`` is ``KIND_KNG_L1``, ``KIND_KNG_LINF`` or ``KIND_EXP`` (the ℓ2 conditional
+    is not piecewise linear; ℓ2 KNG uses the exact or Metropolis samplers).
+    """
+    d = c.shape[0]
+    theta = np.empty(d)
+    r = np.empty(d)
+    r0 = np.empty(d)
+    cap = 2 * d + 2
+    t0s = np.empty(cap)
+    f0s = np.empty(cap)
+    slopes = np.empty(cap)
+    logm = np.empty(cap)
+    kinks = np.empty(d)
+    for ch in range(out.shape[0]):
+        l1 = 0.0
+        for i in range(d):
+            theta[i] = 0.0
+            r[i] = -c[i]
+        for _ in range(steps):
+            for j in range(d):
+                tj = theta[j]
+                L = B - (l1 - abs(tj))
+                if L < 0.0:
+                    L = 0.0
+                for i in range(d):
+                    r0[i] = r[i] - tj * G[j, i]
+                if L == 0.0:
+                    t = 0.0
+                elif kind == KIND_EXP:
+                    gjj = G[j, j]
+                    t = truncnorm(rng, -r0[j] / gjj, 1.0 / math.sqrt(2.0 * a * gjj), -L, L)
+                else:
+                    if kind == KIND_KNG_LINF:
+                        npc = _pieces_linf(r0, G[j], L, t0s, f0s, slopes)
+                    else:
+                        npc = _pieces_l1(r0, G[j], L, t0s, f0s, slopes, kinks)
+                    t = _draw_piecewise(rng, a, L, t0s, f0s, slopes, npc, logm)
+                theta[j] = t
+                l1 += abs(t) - abs(tj)
+                for i in range(d):
+                    r[i] = r0[i] + t * G[j, i]
+        for i in range(d):
+            out[ch, i] = theta[i]
+
+
+# --------------------------------------------------------------------------- Metropolis
+
+
+@jit
+def metropolis_chains(rng, G, c, a, B, kind, steps, out, acc_out):
+    """Run ``out.shape[0]`` independent one-at-a-time random-walk Metropolis chains.
+
+    ``steps`` sweeps per chain; the first half is burn-in, during which each
+    coordinate's proposal scale is adapted every 25 sweeps toward acceptance 0.44;
+    scales are frozen afterwards, so the second half is a valid Metropolis chain.
+    Final states go to ``out``; post-burn-in acceptance rates to ``acc_out``.
+    """
+    d = c.shape[0]
+    theta = np.empty(d)
+    r = np.empty(d)
+    rp = np.empty(d)
+    sig = np.empty(d)
+    nacc = np.empty(d)
+    burn = steps // 2
+    batch = 25
+    for ch in range(out.shape[0]):
+        l1 = 0.0
+        for i in range(d):
+            theta[i] = 0.0
+            r[i] = -c[i]
+            nacc[i] = 0.0
+            gmax = 0.0
+            for k in range(d):
+                if abs(G[i, k]) > gmax:
+                    gmax = abs(G[i, k])
+            if kind == KIND_EXP:
+                s0 = 1.0 / math.sqrt(2.0 * a * G[i, i])
+            else:
+                s0 = 1.0 / (a * gmax)
+            sig[i] = min(0.5 * B, s0)
+        e = _norm(r, kind) if kind != KIND_EXP else 0.0
+        accepted = 0
+        proposed = 0
+        for s in range(steps):
+            for j in range(d):
+                delta = sig[j] * rng.standard_normal()
+                tj = theta[j]
+                tn = tj + delta
+                l1n = l1 - abs(tj) + abs(tn)
+                ok = False
+                en = e
+                if l1n <= B:
+                    if kind == KIND_EXP:
+                        de = a * (2.0 * delta * r[j] + delta * delta * G[j, j])
+                    else:
+                        for i in range(d):
+                            rp[i] = r[i] + delta * G[j, i]
+                        en = _norm(rp, kind)
+                        de = a * (en - e)
+                    if de <= 0.0 or rng.random() < math.exp(-de):
+                        ok = True
+                if ok:
+                    theta[j] = tn
+                    l1 = l1n
+                    if kind == KIND_EXP:
+                        for i in range(d):
+                            r[i] += delta * G[j, i]
+                    else:
+                        for i in range(d):
+                            r[i] = rp[i]
+                        e = en
+                if s < burn:
+                    if ok:
+                        nacc[j] += 1.0
+                else:
+                    proposed += 1
+                    if ok:
+                        accepted += 1
+            if s < burn and (s + 1) % batch == 0:
+                for j in range(d):
+                    sig[j] *= math.exp(nacc[j] / batch - 0.44)
+                    if sig[j] > 2.0 * B:
+                        sig[j] = 2.0 * B
+                    nacc[j] = 0.0
+        for i in range(d):
+            out[ch, i] = theta[i]
+        acc_out[ch] = accepted / proposed if proposed > 0 else np.nan
