@@ -172,7 +172,7 @@ def _draw_seg(rng, k, w):
     if k > 0.0:
         x = -math.log1p(-u * (-math.expm1(-k * w))) / k
     else:
-        x = w + math.log1p(-u * (-math.expm1(k * w))) / k
+        x = w - math.log1p(-u * (-math.expm1(k * w))) / k
     if x < 0.0:
         x = 0.0
     if x > w:

@@ -1,0 +1,160 @@
+"""Exact, Gibbs and Metropolis samplers for linear regression agree on the same target.
+
+Each comparison is a two-sample KS test per coordinate on 2000 independent draws
+(independent chains, final states) with a Bonferroni-corrected threshold so the
+family-wise false-failure probability of a test function is below 1e-5.  The
+negative control runs the chain at twice the rate (a deliberately wrong scale)
+and must fail the same check.
+"""
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from kngflow.mechanisms import get_mechanism
+from kngflow.problems import get_problem
+from kngflow.samplers.linear import (
+    KIND_KNG_L1,
+    KIND_KNG_LINF,
+    _draw_piecewise,
+    _pieces_l1,
+    _pieces_linf,
+    gibbs_chains,
+    metropolis_chains,
+)
+
+DRAWS = 2000
+ALPHA = 1e-5
+
+
+def min_pvalue(a, b):
+    return min(sps.ks_2samp(a[:, j], b[:, j]).pvalue for j in range(a.shape[1]))
+
+
+def assert_same_law(a, b, comparisons):
+    p = min_pvalue(a, b)
+    assert p > ALPHA / (comparisons * a.shape[1]), f"KS min p-value {p:.3g}"
+
+
+def assert_different_law(a, b, comparisons):
+    p = min_pvalue(a, b)
+    assert p < ALPHA / (comparisons * a.shape[1]), f"negative control not caught: min p-value {p:.3g}"
+
+
+CASES = [(2, 10**3), (2, 10**5), (12, 10**3), (12, 10**5)]
+
+
+@pytest.mark.parametrize("d, n", CASES)
+@pytest.mark.parametrize("kind", ["kng", "exponential"])
+def test_exact_gibbs_metropolis_agree(kind, d, n):
+    stats = get_problem("linear", d=d).simulate(n, np.random.default_rng(1000 + n + d))
+    mech = get_mechanism("linear", kind, bound=1.0)
+    eps = 1.0
+    exact, _ = mech.draw_exact(stats, eps, np.random.default_rng(1), DRAWS, max_tries=10**6)
+    gibbs = mech.draw_gibbs(stats, eps, np.random.default_rng(2), DRAWS, sweeps=300)
+    metro, acc = mech.draw_metropolis(stats, eps, np.random.default_rng(3), DRAWS, steps=4000)
+    assert np.all(np.abs(exact).sum(1) <= 1.0 + 1e-12)
+    assert np.all(np.abs(gibbs).sum(1) <= 1.0 + 1e-12)
+    assert np.all(np.abs(metro).sum(1) <= 1.0 + 1e-12)
+    assert 0.2 < acc.mean() < 0.7
+    assert_same_law(exact, gibbs, 3)
+    assert_same_law(exact, metro, 3)
+    assert_same_law(gibbs, metro, 3)
+    # Negative control: the same chains at twice the rate (wrong scale) must be caught.
+    gibbs_wrong = mech.draw_gibbs(stats, 2 * eps, np.random.default_rng(4), DRAWS, sweeps=300)
+    metro_wrong, _ = mech.draw_metropolis(stats, 2 * eps, np.random.default_rng(5), DRAWS, steps=4000)
+    assert_different_law(exact, gibbs_wrong, 3)
+    assert_different_law(exact, metro_wrong, 3)
+
+
+def test_l1_kng_gibbs_agrees_with_exact():
+    stats = get_problem("linear", d=3).simulate(10**4, np.random.default_rng(9))
+    mech = get_mechanism("linear", "kng", norm="l1", bound=1.0)
+    exact, _ = mech.draw_exact(stats, 1.0, np.random.default_rng(1), DRAWS)
+    gibbs = mech.draw_gibbs(stats, 1.0, np.random.default_rng(2), DRAWS, sweeps=200)
+    assert_same_law(exact, gibbs, 1)
+    wrong = mech.draw_gibbs(stats, 2.0, np.random.default_rng(2), DRAWS, sweeps=200)
+    assert_different_law(exact, wrong, 1)
+
+
+def test_l2_kng_metropolis_agrees_with_exact():
+    stats = get_problem("linear", d=3).simulate(10**4, np.random.default_rng(9))
+    mech = get_mechanism("linear", "kng", norm="l2", bound=1.0)
+    exact, _ = mech.draw_exact(stats, 1.0, np.random.default_rng(1), DRAWS)
+    metro, _ = mech.draw_metropolis(stats, 1.0, np.random.default_rng(2), DRAWS, steps=3000)
+    assert_same_law(exact, metro, 1)
+    with pytest.raises(ValueError, match="sampler 'gibbs' is not available"):
+        get_mechanism("linear", "kng", norm="l2", sampler="gibbs").release(stats, 1.0, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("pieces, kind", [(_pieces_linf, KIND_KNG_LINF), (_pieces_l1, KIND_KNG_L1)])
+def test_piecewise_representation_is_exact(pieces, kind):
+    """The pieces reproduce ||r0 + t g|| at random t, and the conditional draw follows it."""
+    rng = np.random.default_rng(0)
+    for trial in range(50):
+        d = int(rng.integers(1, 9))
+        r0 = rng.standard_normal(d) * 3
+        g = rng.standard_normal(d)
+        if trial % 7 == 0:
+            g[0] = 0.0
+        L = float(rng.uniform(0.1, 5))
+        cap = 2 * d + 2
+        t0s, f0s, slopes = np.empty(cap), np.empty(cap), np.empty(cap)
+        if kind == KIND_KNG_LINF:
+            k = pieces(r0, g, L, t0s, f0s, slopes)
+            norm = lambda v: np.abs(v).max()  # noqa: E731
+        else:
+            k = pieces(r0, g, L, t0s, f0s, slopes, np.empty(d))
+            norm = lambda v: np.abs(v).sum()  # noqa: E731
+        assert t0s[0] == -L and np.all(np.diff(t0s[:k]) >= 0)
+        for t in rng.uniform(-L, L, 40):
+            i = np.searchsorted(t0s[:k], t, side="right") - 1
+            approx = f0s[i] + slopes[i] * (t - t0s[i])
+            assert approx == pytest.approx(norm(r0 + t * g), rel=1e-9, abs=1e-9)
+
+
+def test_piecewise_draw_matches_density():
+    """KS of the exact 1-D conditional draw against numerically integrated CDF."""
+    r0 = np.array([0.3, -1.2, 2.0])
+    g = np.array([1.0, 2.5, -0.7])
+    L, a = 2.0, 1.7
+    t0s, f0s, slopes, logm = (np.empty(8) for _ in range(4))
+    k = _pieces_linf(r0, g, L, t0s, f0s, slopes)
+    rng = np.random.default_rng(5)
+    draws = np.array([_draw_piecewise(rng, a, L, t0s, f0s, slopes, k, logm) for _ in range(20000)])
+    grid = np.linspace(-L, L, 200_001)
+    dens = np.exp(-a * np.abs(r0[None, :] + grid[:, None] * g[None, :]).max(1))
+    cdf = np.concatenate([[0], np.cumsum((dens[1:] + dens[:-1]) / 2)])
+    cdf /= cdf[-1]
+    assert sps.kstest(draws, lambda x: np.interp(x, grid, cdf)).pvalue > 1e-5
+    wrong = np.exp(-2 * a * np.abs(r0[None, :] + grid[:, None] * g[None, :]).max(1))
+    wcdf = np.concatenate([[0], np.cumsum((wrong[1:] + wrong[:-1]) / 2)])
+    wcdf /= wcdf[-1]
+    assert sps.kstest(draws, lambda x: np.interp(x, grid, wcdf)).pvalue < 1e-5
+
+
+def test_kernels_equal_py_func():
+    stats = get_problem("linear", d=3).simulate(500, np.random.default_rng(0))
+    for kind in (KIND_KNG_LINF, KIND_KNG_L1):
+        a, b = np.empty((2, 3)), np.empty((2, 3))
+        gibbs_chains(np.random.default_rng(4), stats.G, stats.c, 0.2, 1.0, kind, 5, a)
+        gibbs_chains.py_func(np.random.default_rng(4), stats.G, stats.c, 0.2, 1.0, kind, 5, b)
+        assert np.array_equal(a, b)
+    a, b = np.empty((2, 3)), np.empty((2, 3))
+    acc_a, acc_b = np.empty(2), np.empty(2)
+    metropolis_chains(np.random.default_rng(4), stats.G, stats.c, 0.2, 1.0, KIND_KNG_LINF, 60, a, acc_a)
+    metropolis_chains.py_func(np.random.default_rng(4), stats.G, stats.c, 0.2, 1.0, KIND_KNG_LINF, 60, b, acc_b)
+    assert np.array_equal(a, b) and np.array_equal(acc_a, acc_b)
+
+
+def test_kernel_callable_from_njit():
+    import numba
+
+    @numba.njit
+    def run(rng, G, c, out):
+        gibbs_chains(rng, G, c, 0.5, 1.0, 2, 3, out)
+        return out.sum()
+
+    stats = get_problem("linear", d=2).simulate(100, np.random.default_rng(0))
+    out = np.empty((1, 2))
+    assert np.isfinite(run(np.random.default_rng(0), stats.G, stats.c, out))
