@@ -1,0 +1,224 @@
+"""``kngflow`` command line: run | status | report.
+
+Exit status: 0 success, 1 some cells failed (or the run was interrupted),
+2 bad input (invalid spec, a store made from another spec, a bad cluster file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+__all__ = ["main", "build_parser"]
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="kngflow",
+        description="Monte Carlo studies of differential-privacy mechanisms on Dask, stored in xarray/zarr.",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run",
+        help="run (or resume, or extend) a study into a store",
+        description="Run the study SPEC into the zarr store PATH. Re-running the same command resumes: "
+        "only cells not done are computed. A spec that only adds n, epsilon, mechanisms or replicates "
+        "extends the store; any other change is refused.",
+    )
+    run.add_argument("spec", help="study spec (TOML), e.g. workflows/kng_linear.toml")
+    run.add_argument("--store", required=True, metavar="PATH", help="zarr store directory (created if missing)")
+    target = run.add_mutually_exclusive_group()
+    target.add_argument("--scheduler", metavar="ADDR", help="address of a running Dask scheduler (tcp://host:8786)")
+    target.add_argument("--scheduler-file", metavar="FILE", help="scheduler file written by `dask scheduler --scheduler-file`")
+    target.add_argument("--cluster", metavar="FILE", help="deployment file, e.g. cluster/slurm.yaml")
+    run.add_argument("--workers", type=int, metavar="N", help="local workers (default: one per core) or jobs for --cluster")
+    run.add_argument("--dashboard-address", default=":8787", metavar="ADDR", help="local dashboard address (default :8787)")
+    run.add_argument("--no-dashboard", action="store_true", help="start the local cluster without a dashboard")
+    run.add_argument("--task-seconds", type=float, default=1.0, metavar="S", help="target duration of one task (default 1)")
+    run.add_argument("--replicate-chunk", type=int, metavar="K", help="replicates per store chunk for a new store (default: cost model)")
+    run.add_argument("--max-in-flight", type=int, metavar="K", help="futures in flight (default: 2 per worker thread, >= 4)")
+    run.add_argument("--retries", type=int, default=2, metavar="R", help="Dask retries of a failing task (default 2)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    status = sub.add_parser("status", help="done / failed / total per n and mechanism, with failure messages")
+    status.add_argument("store", metavar="PATH")
+    status.add_argument("--max-messages", type=int, default=20, metavar="K", help="failure messages to show (default 20)")
+
+    report = sub.add_parser("report", help="tables and figures of a store (kngflow.analysis.report)")
+    report.add_argument("store", metavar="STORE")
+    report.add_argument("--out", required=True, metavar="DIR")
+    return p
+
+
+def _err(msg: str) -> None:
+    print(f"kngflow: error: {msg}", file=sys.stderr)
+
+
+def cmd_run(args) -> int:
+    from kngflow.store import StoreError
+    from kngflow.sweep import CostModel, SpecError, load_spec, prepare_store, run_sweep
+    from kngflow.sweep.cluster import ClusterConfigError, connect, load_cluster_config
+
+    try:
+        spec = load_spec(args.spec)
+    except SpecError as exc:
+        _err(f"invalid spec {args.spec}: {exc}")
+        return EXIT_BAD_INPUT
+    for name in ("workers", "replicate_chunk", "max_in_flight"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            _err(f"--{name.replace('_', '-')} must be >= 1, got {v}")
+            return EXIT_BAD_INPUT
+    if not args.task_seconds > 0 or args.retries < 0:
+        _err("--task-seconds must be > 0 and --retries >= 0")
+        return EXIT_BAD_INPUT
+    if args.cluster:
+        try:
+            load_cluster_config(args.cluster)
+        except ClusterConfigError as exc:
+            _err(str(exc))
+            return EXIT_BAD_INPUT
+    if args.scheduler_file and not Path(args.scheduler_file).exists():
+        _err(f"--scheduler-file {args.scheduler_file} does not exist")
+        return EXIT_BAD_INPUT
+    cost = CostModel(task_seconds=args.task_seconds)
+    try:
+        prepared = prepare_store(spec, args.store, replicate_chunk=args.replicate_chunk, cost=cost)
+    except StoreError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    dashboard = None if args.no_dashboard else args.dashboard_address
+    try:
+        with connect(
+            scheduler=args.scheduler,
+            scheduler_file=args.scheduler_file,
+            cluster_file=args.cluster,
+            workers=args.workers,
+            dashboard_address=dashboard,
+        ) as client:
+            nworkers = len(client.scheduler_info().get("workers", {}))
+            print(f"scheduler {client.scheduler.address}; {nworkers} workers", flush=True)
+            link = client.dashboard_link if (args.scheduler or args.scheduler_file or args.cluster or dashboard) else None
+            if link:
+                print(f"dashboard: {link}", flush=True)
+            result = run_sweep(
+                spec,
+                args.store,
+                client,
+                prepared=prepared,
+                cost=cost,
+                max_in_flight=args.max_in_flight,
+                retries=args.retries,
+                progress=not args.no_progress,
+            )
+    except ClusterConfigError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        _err("interrupted; run the same command again to resume")
+        return EXIT_FAILED
+    print(
+        f"{result.done}/{result.total} cells done, {result.failed} failed "
+        f"({result.done - result.done_before} computed in {result.seconds:.1f} s, {result.tasks} tasks)",
+        flush=True,
+    )
+    if result.failures:
+        print("failures (first ones):")
+        for r in result.failures[:10]:
+            print(f"  {r['mechanism']} n={r['n']} eps={r['epsilon']} rep={r['replicate']}: {r['message']}")
+        print(f"see: kngflow status {args.store}")
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def status_text(path, max_messages: int = 20) -> str:
+    """The ``kngflow status`` table as text."""
+    import numpy as np
+
+    from kngflow.store import read_failures, read_flags, read_meta
+
+    meta = read_meta(path)
+    done, failed = read_flags(path)
+    failed = failed.astype(bool) & (done == 0)
+    done = done.astype(bool)
+    labels = [str(x) for x in meta.coords["mechanism"]]
+    ns = [int(x) for x in meta.coords["n"]]
+    width = max([len("mechanism")] + [len(x) for x in labels])
+    lines = [
+        f"store {path}",
+        f"study {meta.attrs.get('title') or '-'} (spec {str(meta.attrs.get('spec_hash', ''))[:12]}), "
+        f"problem {meta.attrs.get('problem')}, dims "
+        + ", ".join(f"{k}={len(v)}" for k, v in meta.coords.items()),
+        f"overall: {int(done.sum())} done, {int(failed.sum())} failed, {done.size} total",
+        "",
+        f"{'n':>10}  {'mechanism':<{width}}  {'done':>7}  {'failed':>7}  {'total':>7}",
+    ]
+    for i in sorted(range(len(ns)), key=lambda k: ns[k]):
+        for a, lab in enumerate(labels):
+            dd, ff = done[a, i], failed[a, i]
+            lines.append(f"{ns[i]:>10}  {lab:<{width}}  {int(dd.sum()):>7}  {int(ff.sum()):>7}  {dd.size:>7}")
+    if failed.any():
+        idx = {
+            "mechanism": {v: k for k, v in enumerate(labels)},
+            "n": {v: k for k, v in enumerate(ns)},
+            "epsilon": {float(v): k for k, v in enumerate(meta.coords["epsilon"])},
+            "replicate": {int(v): k for k, v in enumerate(meta.coords["replicate"])},
+        }
+        current = []
+        for r in read_failures(path):
+            try:
+                cell = (
+                    idx["mechanism"][r["mechanism"]],
+                    idx["n"][int(r["n"])],
+                    idx["epsilon"][float(r["epsilon"])],
+                    idx["replicate"][int(r["replicate"])],
+                )
+            except (KeyError, ValueError, TypeError):
+                continue
+            if failed[cell]:
+                current.append(r)
+        lines.append("")
+        lines.append(f"failures ({int(failed.sum())} cells; showing {min(max_messages, len(current))} messages):")
+        for r in current[:max_messages]:
+            lines.append(f"  {r['mechanism']} n={r['n']} eps={r['epsilon']} rep={r['replicate']}: {r['message']}")
+    return "\n".join(lines)
+
+
+def cmd_status(args) -> int:
+    from kngflow.store import StoreError
+
+    try:
+        print(status_text(args.store, args.max_messages))
+    except StoreError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    return EXIT_OK
+
+
+def cmd_report(args) -> int:
+    from kngflow.store import StoreError, read_meta
+
+    try:
+        read_meta(args.store)
+    except StoreError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    from kngflow.analysis.report import write_report
+
+    out = write_report(args.store, args.out)
+    if out is not None:
+        print(out)
+    return EXIT_OK
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    handler = {"run": cmd_run, "status": cmd_status, "report": cmd_report}[args.command]
+    return handler(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,366 @@
+"""The results store: one xarray/zarr (format 3) directory per study.
+
+Layout (``docs/contracts.md``)::
+
+    dims       mechanism × n × epsilon × replicate (× coef)
+    chunks     mechanism: all labels known at creation, n: 1,
+               epsilon: all values known at creation, replicate: ``replicate_chunk``,
+               coef: d
+
+so a chunk holds every mechanism and ε of a block of replicates of one n: the
+unit of work of one task (one simulated data set per replicate serves all of
+them).  A task owns whole chunks and writes them with ``to_zarr(region=...)``
+(:func:`write_region` asserts the alignment: a partial-chunk write races with the
+writer of the other part of that chunk).  It writes its results first and its
+``done`` flags second, so a crash in between only costs a recomputation.
+Resume reads ``done`` (and ``failed``), never counts chunk files — zarr 3 does
+not write chunks equal to the fill value.
+
+The store never knows about mechanisms or Dask; :mod:`kngflow.sweep` drives it.
+Failure messages live in zarr groups ``_kngflow/failures/<task>`` (attributes),
+so the directory stays a valid zarr hierarchy and ``xr.open_zarr`` ignores them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+import zarr
+
+__all__ = [
+    "CELL_DIMS",
+    "VARIABLES",
+    "StoreError",
+    "StoreMeta",
+    "create_store",
+    "read_meta",
+    "extend_store",
+    "read_flags",
+    "read_region",
+    "write_region",
+    "check_aligned",
+    "write_failures",
+    "clear_failures",
+    "read_failures",
+    "consolidate",
+    "open_dataset",
+]
+
+CELL_DIMS = ("mechanism", "n", "epsilon", "replicate")
+DATA_DIMS = ("n", "replicate")
+FAILURES_GROUP = "_kngflow/failures"
+
+#: name -> (dims, dtype, fill value)
+VARIABLES: dict[str, tuple[tuple[str, ...], str, float | int]] = {
+    "estimate": (CELL_DIMS + ("coef",), "float64", np.nan),
+    "error": (CELL_DIMS, "float64", np.nan),
+    "seconds": (CELL_DIMS, "float64", np.nan),
+    "acceptance": (CELL_DIMS, "float64", np.nan),
+    "steps": (CELL_DIMS, "float64", np.nan),
+    "sampler": (CELL_DIMS, "int8", -1),
+    "done": (CELL_DIMS, "int8", 0),
+    "failed": (CELL_DIMS, "int8", 0),
+    "scale": (DATA_DIMS, "float64", np.nan),
+    "ols_stderr": (DATA_DIMS + ("coef",), "float64", np.nan),
+}
+RESULT_VARIABLES = tuple(k for k in VARIABLES if k != "done")
+COORD_DTYPES = {"mechanism": object, "n": np.int64, "epsilon": np.float64, "replicate": np.int64, "coef": np.int64}
+
+
+class StoreError(RuntimeError):
+    """A store that cannot be used as asked (missing, foreign, other spec, misaligned)."""
+
+
+@dataclass(frozen=True)
+class StoreMeta:
+    """Coordinates, chunk sizes and attributes of a store (no chunk data read)."""
+
+    path: str
+    coords: dict  # dim -> numpy array
+    chunks: dict  # dim -> chunk length along that dim
+    attrs: dict
+
+    @property
+    def shape(self) -> dict:
+        return {k: len(v) for k, v in self.coords.items()}
+
+
+@contextmanager
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*[Cc]onsolidated metadata.*")
+        warnings.filterwarnings("ignore", message=".*not recognized as a component of a Zarr hierarchy.*")
+        warnings.filterwarnings("ignore", category=UserWarning, module="zarr.*")
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module="zarr.*")
+        yield
+
+
+def _group(path, mode="r"):
+    with _quiet():
+        return zarr.open_group(str(path), mode=mode, use_consolidated=False)
+
+
+def open_dataset(path) -> xr.Dataset:
+    """``xr.open_zarr`` of the store without relying on consolidated metadata."""
+    with _quiet():
+        return xr.open_zarr(str(path), consolidated=False)
+
+
+# --------------------------------------------------------------------------- create
+def create_store(
+    path,
+    *,
+    coords: dict,
+    replicate_chunk: int,
+    theta_star,
+    attrs: dict,
+    variable_attrs: dict | None = None,
+) -> StoreMeta:
+    """Write the lazy template of a new store (no data chunks) and return its meta.
+
+    The template is written with ``to_zarr(..., compute=False)`` into a temporary
+    sibling directory that is renamed into place, so a crash never leaves a half
+    template behind.  Float variables get ``fill_value`` NaN explicitly.
+    """
+    import dask.array as da
+
+    path = Path(path)
+    if path.exists():
+        raise StoreError(f"{path} already exists")
+    c = {dim: np.asarray(coords[dim], dtype=COORD_DTYPES[dim]) for dim in CELL_DIMS + ("coef",)}
+    sizes = {k: len(v) for k, v in c.items()}
+    rchunk = int(replicate_chunk)
+    if not 1 <= rchunk:
+        raise ValueError(f"replicate_chunk must be >= 1, got {replicate_chunk}")
+    chunks = {
+        "mechanism": sizes["mechanism"],
+        "n": 1,
+        "epsilon": sizes["epsilon"],
+        "replicate": min(rchunk, sizes["replicate"]),
+        "coef": sizes["coef"],
+    }
+    data_vars = {}
+    encoding = {}
+    variable_attrs = variable_attrs or {}
+    for name, (dims, dtype, fill) in VARIABLES.items():
+        shape = tuple(sizes[d] for d in dims)
+        ch = tuple(chunks[d] for d in dims)
+        data_vars[name] = (dims, da.full(shape, fill, dtype=dtype, chunks=ch), variable_attrs.get(name, {}))
+        encoding[name] = {"fill_value": fill, "chunks": ch}
+    theta = np.asarray(theta_star, dtype=np.float64)
+    if theta.shape != (sizes["coef"],):
+        raise ValueError(f"theta_star must have shape ({sizes['coef']},), got {theta.shape}")
+    data_vars["theta_star"] = (("coef",), theta)
+    ds = xr.Dataset(data_vars, coords=c, attrs=dict(attrs))
+    for dim in c:
+        encoding[dim] = {"chunks": (max(1, sizes[dim]),)}
+
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with _quiet():
+            ds.to_zarr(str(tmp), mode="w-", compute=False, encoding=encoding, consolidated=False, zarr_format=3)
+            g = zarr.open_group(str(tmp), mode="r+", use_consolidated=False)
+            g.require_group(FAILURES_GROUP)
+        consolidate(tmp)
+        os.rename(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return read_meta(path)
+
+
+def consolidate(path) -> None:
+    """Write consolidated metadata so plain ``xr.open_zarr(store)`` opens quickly and quietly.
+
+    kngflow itself never reads it (it may be stale while a run extends a store).
+    """
+    with _quiet():
+        zarr.consolidate_metadata(str(path))
+
+
+def _drop_consolidated(path) -> None:
+    root = Path(path) / "zarr.json"
+    meta = json.loads(root.read_text())
+    if meta.pop("consolidated_metadata", None) is not None:
+        tmp = root.with_name(f"zarr.json.tmp-{uuid.uuid4().hex[:8]}")
+        tmp.write_text(json.dumps(meta, indent=2))
+        os.replace(tmp, root)
+
+
+# --------------------------------------------------------------------------- read
+def read_meta(path) -> StoreMeta:
+    """Coordinates, chunking and attributes; raise StoreError if ``path`` is no kngflow store."""
+    path = Path(path)
+    if not (path / "zarr.json").exists():
+        raise StoreError(f"{path} is not a zarr store (no zarr.json)")
+    g = _group(path)
+    attrs = dict(g.attrs)
+    if "spec_hash" not in attrs:
+        raise StoreError(f"{path} is a zarr store but not a kngflow store (no spec_hash attribute)")
+    coords = {}
+    for dim in CELL_DIMS + ("coef",):
+        arr = g[dim]
+        values = arr[...]
+        coords[dim] = np.asarray(values, dtype=COORD_DTYPES[dim]) if dim != "mechanism" else np.asarray(
+            [str(v) for v in values], dtype=object
+        )
+    est = g["estimate"]
+    dims = tuple(est.metadata.dimension_names)
+    chunks = dict(zip(dims, est.chunks))
+    return StoreMeta(path=str(path), coords=coords, chunks=chunks, attrs=attrs)
+
+
+def read_flags(path) -> tuple[np.ndarray, np.ndarray]:
+    """``(done, failed)`` as int8 arrays over (mechanism, n, epsilon, replicate)."""
+    g = _group(path)
+    return np.asarray(g["done"][...]), np.asarray(g["failed"][...])
+
+
+def _full_region(meta: StoreMeta, region: dict, dims) -> tuple[slice, ...]:
+    out = []
+    for d in dims:
+        out.append(region.get(d, slice(0, len(meta.coords[d]))))
+    return tuple(out)
+
+
+def read_region(path, region: dict, variables) -> dict:
+    """Read ``variables`` (numpy) over ``region`` (dim -> slice)."""
+    g = _group(path)
+    out = {}
+    meta_dims = {}
+    for name in variables:
+        arr = g[name]
+        dims = tuple(arr.metadata.dimension_names)
+        meta_dims[name] = dims
+        sel = tuple(region.get(d, slice(None)) for d in dims)
+        out[name] = np.asarray(arr[sel])
+    return out
+
+
+# --------------------------------------------------------------------------- write
+def check_aligned(meta: StoreMeta, region: dict) -> None:
+    """Assert that ``region`` covers whole chunks (the last chunk may be short).
+
+    Two writers sharing a chunk would each read-modify-write it and one would
+    lose the other's cells.
+    """
+    for dim, sl in region.items():
+        size = len(meta.coords[dim])
+        chunk = meta.chunks[dim]
+        start, stop = sl.start, sl.stop
+        assert 0 <= start < stop <= size, f"region {dim}={sl} outside 0..{size}"
+        assert start % chunk == 0, f"region {dim}={sl} does not start on a chunk boundary (chunk {chunk})"
+        assert stop % chunk == 0 or stop == size, f"region {dim}={sl} does not end on a chunk boundary (chunk {chunk})"
+
+
+def _to_zarr_region(path, arrays: dict, region: dict) -> None:
+    data_vars = {}
+    for name, values in arrays.items():
+        dims = VARIABLES[name][0]
+        data_vars[name] = (dims, np.asarray(values, dtype=VARIABLES[name][1]))
+    ds = xr.Dataset(data_vars)
+    used = {d for name in arrays for d in VARIABLES[name][0]}
+    reg = {d: s for d, s in region.items() if d in used}
+    with _quiet():
+        ds.to_zarr(str(path), region=reg, mode="r+", consolidated=False)
+
+
+def write_region(path, meta: StoreMeta, region: dict, results: dict, done: np.ndarray | None) -> None:
+    """Write ``results`` over ``region``, then the ``done`` flags.
+
+    ``region`` maps each of ``mechanism, n, epsilon, replicate`` to a slice that
+    must be chunk-aligned (:func:`check_aligned`); ``results`` maps variable
+    names to arrays shaped like the region (``scale``/``ols_stderr`` over
+    ``n, replicate`` only).  Results go first: ``done`` is only set once the
+    values it vouches for are on disk.
+    """
+    check_aligned(meta, region)
+    if results:
+        _to_zarr_region(path, results, region)
+    if done is not None:
+        _to_zarr_region(path, {"done": done}, region)
+
+
+# --------------------------------------------------------------------------- extend
+def extend_store(path, new_coords: dict, attrs: dict) -> StoreMeta:
+    """Append coordinate values along ``mechanism``/``n``/``epsilon``/``replicate``.
+
+    Only the client calls this, before any task runs (never ``append_dim`` from
+    parallel writers).  Arrays are resized in place: existing chunks keep their
+    bytes, the new cells read as the fill values (done = 0).  ``attrs`` replace
+    the root attributes (new spec text and hash).
+    """
+    path = Path(path)
+    _drop_consolidated(path)
+    meta = read_meta(path)
+    g = _group(path, mode="r+")
+    sizes = {d: len(v) for d, v in meta.coords.items()}
+    added = {d: list(v) for d, v in new_coords.items() if len(v)}
+    new_sizes = dict(sizes)
+    for d, vals in added.items():
+        if d not in CELL_DIMS:
+            raise StoreError(f"cannot extend dimension {d!r}")
+        new_sizes[d] = sizes[d] + len(vals)
+    with _quiet():
+        for name, arr in g.arrays():
+            dims = tuple(arr.metadata.dimension_names or ())
+            shape = tuple(new_sizes.get(d, s) for d, s in zip(dims, arr.shape))
+            if shape != arr.shape:
+                arr.resize(shape)
+        for d, vals in added.items():
+            arr = g[d]
+            arr[sizes[d] :] = np.asarray(vals, dtype=COORD_DTYPES[d])
+        g.attrs.update(attrs)
+    consolidate(path)
+    return read_meta(path)
+
+
+def update_attrs(path, attrs: dict) -> None:
+    _drop_consolidated(path)
+    g = _group(path, mode="r+")
+    g.attrs.update(attrs)
+    consolidate(path)
+
+
+# --------------------------------------------------------------------------- failures
+def write_failures(path, key: str, records: list[dict]) -> None:
+    """Record the failures of task ``key`` (a list of JSON-able dicts with cell and message)."""
+    with _quiet():
+        zarr.create_group(
+            store=str(path), path=f"{FAILURES_GROUP}/{key}", overwrite=True, attributes={"failures": records}
+        )
+
+
+def clear_failures(path, key: str) -> None:
+    p = Path(path) / FAILURES_GROUP / key
+    if p.exists():
+        shutil.rmtree(p, ignore_errors=True)
+
+
+def read_failures(path) -> list[dict]:
+    """Every recorded failure record (possibly stale: check the ``failed`` flags)."""
+    root = Path(path) / FAILURES_GROUP
+    out = []
+    if not root.exists():
+        return out
+    for sub in sorted(root.iterdir()):
+        meta = sub / "zarr.json"
+        if not meta.exists():
+            continue
+        try:
+            records = json.loads(meta.read_text()).get("attributes", {}).get("failures", [])
+        except (OSError, ValueError):
+            continue
+        for r in records:
+            out.append(dict(r, task=sub.name))
+    return out

@@ -1,0 +1,381 @@
+"""Study specifications: TOML in, a validated :class:`Spec` out.
+
+A spec names one problem (with its options and data protocol), the mechanisms
+to compare (each with a unique ``label``), the grid axes and the root seed::
+
+    name = "smoke"               # optional, cosmetic
+    description = "..."          # optional, cosmetic
+    seed = 20190611              # root seed of every random stream (int >= 0)
+
+    [problem]
+    name = "linear"              # kngflow.problems.get_problem(name, **options)
+    d = 12
+    protocol = "paper"           # data protocol: "paper" or "public_bound"
+
+    [grid]
+    n = [100, 1_000, 10_000]
+    epsilon = [0.5, 1.0]
+    replicates = 20              # a count (0..19) or an explicit list of ints
+
+    [sampler]                    # defaults merged into every mechanism that accepts them
+    steps = 10_000
+
+    [[mechanisms]]
+    label = "kng"                # unique; the ``mechanism`` coordinate of the store
+    kind = "kng"                 # kngflow.mechanisms.MECHANISMS[problem]
+    norm = "linf"                # every other key is a keyword option of the mechanism
+    bound = 1.0
+
+Everything is checked before anything runs (:func:`parse_spec`); the first
+problem found raises :class:`SpecError` whose message starts with the offending
+field (``mechanisms[2].kind``) and says what is allowed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SpecError", "Spec", "MechanismSpec", "parse_spec", "load_spec"]
+
+TOP_LEVEL = ("name", "description", "seed", "problem", "grid", "sampler", "mechanisms")
+GRID_KEYS = ("n", "epsilon", "replicates")
+_LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]*$")
+
+
+class SpecError(ValueError):
+    """An invalid study spec; ``field`` names the offending entry."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+@dataclass(frozen=True)
+class MechanismSpec:
+    """One mechanism of a study: label, kind and its effective options."""
+
+    label: str
+    kind: str
+    options: dict  # effective options (own options + accepted sampler defaults)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated study spec (build it with :func:`parse_spec`)."""
+
+    text: str
+    name: str
+    description: str
+    seed: int
+    problem_name: str
+    problem_options: dict
+    sampler: dict
+    mechanisms: tuple[MechanismSpec, ...]
+    n: tuple[int, ...]
+    epsilon: tuple[float, ...]
+    replicates: tuple[int, ...]
+    _problem: Any = field(default=None, repr=False, compare=False)
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(m.label for m in self.mechanisms)
+
+    def canonical(self) -> dict:
+        """The scientific content of the spec as plain JSON-able data.
+
+        Cosmetic fields (``name``, ``description``, comments, key order) are left
+        out, so reformatting a spec does not change its hash.
+        """
+        return {
+            "seed": self.seed,
+            "problem": {"name": self.problem_name, "options": _jsonable(self.problem_options)},
+            "sampler": _jsonable(self.sampler),
+            "mechanisms": [
+                {"label": m.label, "kind": m.kind, "options": _jsonable(m.options)} for m in self.mechanisms
+            ],
+            "grid": {
+                "n": list(self.n),
+                "epsilon": [float(e).hex() for e in self.epsilon],
+                "replicates": list(self.replicates),
+            },
+        }
+
+    @property
+    def hash(self) -> str:
+        """sha256 of :meth:`canonical` (sorted-key JSON)."""
+        blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def problem(self):
+        """The problem object (built once per Spec)."""
+        if self._problem is None:
+            from kngflow import problems
+
+            object.__setattr__(self, "_problem", problems.get_problem(self.problem_name, **self.problem_options))
+        return self._problem
+
+    def build_mechanisms(self) -> dict:
+        """``{label: mechanism}`` built with ``kngflow.mechanisms.get_mechanism``."""
+        from kngflow import mechanisms
+
+        return {
+            m.label: mechanisms.get_mechanism(self.problem_name, m.kind, **m.options) for m in self.mechanisms
+        }
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in sorted(obj.items())}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, float):
+        return float(obj).hex() if not obj.is_integer() else obj
+    return obj
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read and validate the TOML spec at ``path``."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise SpecError("spec", f"cannot read {str(p)!r}: {exc.strerror or exc}") from None
+    return parse_spec(text)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_table(value, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise SpecError(where, f"must be a table, got {type(value).__name__}")
+    return value
+
+
+def _unknown(table: dict, allowed, where: str):
+    for key in table:
+        if key not in allowed:
+            prefix = f"{where}." if where else ""
+            raise SpecError(f"{prefix}{key}", f"unknown field; allowed fields are {list(allowed)}")
+
+
+def _field_in_message(exc: Exception, options: dict, where: str) -> str:
+    """Best guess of which option an exception complains about."""
+    msg = str(exc)
+    for key in sorted(options, key=len, reverse=True):
+        if re.search(rf"\b{re.escape(key)}\b", msg):
+            return f"{where}.{key}"
+    return where
+
+
+def _accepted_keywords(factory) -> set[str] | None:
+    """Keyword names a mechanism class accepts, or None if it takes **kwargs/unknown."""
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return None
+    names = set()
+    for p in sig.parameters.values():
+        if p.kind is inspect.Parameter.VAR_KEYWORD:
+            return None
+        if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            names.add(p.name)
+    return names
+
+
+def _mechanism_factory(problem_name: str, kind: str):
+    from kngflow import mechanisms
+
+    table = getattr(mechanisms, "MECHANISMS", {}).get(problem_name)
+    if isinstance(table, dict):
+        return table.get(kind)
+    return None
+
+
+def _accepts_option(problem_name: str, kind: str, key: str, value) -> bool:
+    """Whether mechanism ``kind`` takes keyword ``key`` (sampler defaults go only there)."""
+    from kngflow import mechanisms
+
+    allowed = getattr(mechanisms, "allowed_options", None)
+    if allowed is not None:
+        return key in allowed(problem_name, kind)
+    factory = _mechanism_factory(problem_name, kind)
+    if factory is not None:
+        names = _accepted_keywords(factory)
+        if names is not None:
+            return key in names
+    # Unknown signature: ask the factory itself.
+    try:
+        mechanisms.get_mechanism(problem_name, kind, **{key: value})
+    except TypeError:
+        return False
+    except ValueError:
+        return True  # accepted the keyword, disliked something else
+    return True
+
+
+def parse_spec(text: str) -> Spec:
+    """Parse and validate a TOML spec; raise :class:`SpecError` naming the field."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError("spec", f"not valid TOML: {exc}") from None
+    _unknown(raw, TOP_LEVEL, "")
+
+    name = raw.get("name", "")
+    if not isinstance(name, str):
+        raise SpecError("name", "must be a string")
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        raise SpecError("description", "must be a string")
+
+    if "seed" not in raw:
+        raise SpecError("seed", "missing; give the root seed as an integer >= 0 (e.g. seed = 20190611)")
+    seed = raw["seed"]
+    if not _is_int(seed) or seed < 0:
+        raise SpecError("seed", f"must be an integer >= 0, got {seed!r}")
+
+    # ---------------------------------------------------------------- problem
+    if "problem" not in raw:
+        raise SpecError("problem", 'missing table; e.g. [problem] name = "linear"')
+    ptable = dict(_check_table(raw["problem"], "problem"))
+    from kngflow import problems
+
+    known_problems = sorted(getattr(problems, "PROBLEMS", {}))
+    pname = ptable.pop("name", None)
+    if pname is None:
+        raise SpecError("problem.name", f"missing; allowed values are {known_problems}")
+    if not isinstance(pname, str) or (known_problems and pname not in known_problems):
+        raise SpecError("problem.name", f"unknown problem {pname!r}; allowed values are {known_problems}")
+    try:
+        problem = problems.get_problem(pname, **ptable)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(_field_in_message(exc, ptable, "problem"), str(exc)) from None
+
+    # ---------------------------------------------------------------- grid
+    if "grid" not in raw:
+        raise SpecError("grid", "missing table with n, epsilon and replicates")
+    grid = _check_table(raw["grid"], "grid")
+    _unknown(grid, GRID_KEYS, "grid")
+    for key in GRID_KEYS:
+        if key not in grid:
+            raise SpecError(f"grid.{key}", "missing")
+
+    ns = grid["n"]
+    if _is_int(ns):
+        ns = [ns]
+    if not isinstance(ns, list) or not ns:
+        raise SpecError("grid.n", "must be a non-empty list of integers (write 10_000_000, not 1e7)")
+    for i, n in enumerate(ns):
+        if not _is_int(n):
+            raise SpecError(f"grid.n[{i}]", f"must be an integer (write 10_000_000, not 1e7), got {n!r}")
+        try:
+            problem.check_n(n)
+        except (TypeError, ValueError) as exc:
+            raise SpecError(f"grid.n[{i}]", str(exc)) from None
+    if len(set(ns)) != len(ns):
+        raise SpecError("grid.n", f"values must be distinct, got {ns}")
+
+    eps = grid["epsilon"]
+    if isinstance(eps, (int, float)) and not isinstance(eps, bool):
+        eps = [eps]
+    if not isinstance(eps, list) or not eps:
+        raise SpecError("grid.epsilon", "must be a non-empty list of finite numbers > 0")
+    epsilons = []
+    for i, e in enumerate(eps):
+        if isinstance(e, bool) or not isinstance(e, (int, float)) or not math.isfinite(e) or e <= 0:
+            raise SpecError(f"grid.epsilon[{i}]", f"must be a finite number > 0, got {e!r}")
+        epsilons.append(float(e))
+    if len(set(epsilons)) != len(epsilons):
+        raise SpecError("grid.epsilon", f"values must be distinct, got {eps}")
+
+    reps = grid["replicates"]
+    if _is_int(reps):
+        if reps < 1:
+            raise SpecError("grid.replicates", f"must be a count >= 1 or a non-empty list of integers >= 0, got {reps}")
+        replicates = list(range(reps))
+    elif isinstance(reps, list) and reps:
+        for i, r in enumerate(reps):
+            if not _is_int(r) or r < 0:
+                raise SpecError(f"grid.replicates[{i}]", f"must be an integer >= 0, got {r!r}")
+        if len(set(reps)) != len(reps):
+            raise SpecError("grid.replicates", "values must be distinct")
+        replicates = list(reps)
+    else:
+        raise SpecError("grid.replicates", f"must be a count >= 1 or a non-empty list of integers >= 0, got {reps!r}")
+
+    # ---------------------------------------------------------------- sampler
+    sampler = dict(_check_table(raw.get("sampler", {}), "sampler"))
+
+    # ---------------------------------------------------------------- mechanisms
+    from kngflow import mechanisms as mech_mod
+
+    kinds_table = getattr(mech_mod, "MECHANISMS", {}).get(pname, ())
+    kinds = sorted(kinds_table)
+    mlist = raw.get("mechanisms")
+    if mlist is None:
+        raise SpecError("mechanisms", "missing; add at least one [[mechanisms]] table with label and kind")
+    if not isinstance(mlist, list) or not mlist:
+        raise SpecError("mechanisms", "must be a non-empty array of tables ([[mechanisms]])")
+    mechs: list[MechanismSpec] = []
+    seen: dict[str, int] = {}
+    sampler_used = {k: False for k in sampler}
+    for i, entry in enumerate(mlist):
+        where = f"mechanisms[{i}]"
+        entry = dict(_check_table(entry, where))
+        label = entry.pop("label", None)
+        if label is None:
+            raise SpecError(f"{where}.label", "missing; every mechanism needs a unique label")
+        if not isinstance(label, str) or not _LABEL_RE.match(label):
+            raise SpecError(
+                f"{where}.label", f"must be a string of letters, digits and _.:+- (not starting with a symbol), got {label!r}"
+            )
+        if label in seen:
+            raise SpecError(f"{where}.label", f"duplicate label {label!r} (also mechanisms[{seen[label]}].label)")
+        seen[label] = i
+        kind = entry.pop("kind", None)
+        if kind is None:
+            raise SpecError(f"{where}.kind", f"missing; allowed values are {kinds}")
+        if not isinstance(kind, str) or kind not in kinds_table:
+            raise SpecError(f"{where}.kind", f"unknown mechanism kind {kind!r}; allowed values are {kinds}")
+        options = {}
+        for key, value in sampler.items():
+            if key not in entry and _accepts_option(pname, kind, key, value):
+                options[key] = value
+                sampler_used[key] = True
+            elif key in entry:
+                sampler_used[key] = True
+        options.update(entry)
+        try:
+            mech_mod.get_mechanism(pname, kind, **options)
+        except (TypeError, ValueError) as exc:
+            raise SpecError(_field_in_message(exc, options, where), str(exc)) from None
+        mechs.append(MechanismSpec(label=label, kind=kind, options=options))
+    for key, used in sampler_used.items():
+        if not used:
+            raise SpecError(f"sampler.{key}", "no mechanism of this spec accepts this option")
+
+    return Spec(
+        text=text,
+        name=name,
+        description=description,
+        seed=seed,
+        problem_name=pname,
+        problem_options=ptable,
+        sampler=sampler,
+        mechanisms=tuple(mechs),
+        n=tuple(int(n) for n in ns),
+        epsilon=tuple(epsilons),
+        replicates=tuple(int(r) for r in replicates),
+        _problem=problem,
+    )
