@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 
 from .._jit import jit
 
