@@ -1,0 +1,55 @@
+"""Analysis of kngflow stores: the ``ds.kng`` accessor, Monte Carlo summaries, figures, reports.
+
+Importing this package registers the :class:`xarray.Dataset` accessor
+``ds.kng`` (see :mod:`kngflow.analysis.accessor`)::
+
+    import xarray as xr
+    import kngflow.analysis
+
+    ds = xr.open_zarr("results/kng_linear.zarr")
+    ds.kng.summary().log10_mean_error.compute()
+    ds.kng.slopes()
+
+:func:`kngflow.analysis.report.write_report` is what ``kngflow report STORE
+--out DIR`` calls.  Everything here reads the store schema of
+``docs/contracts.md`` and never imports the mechanism or sweep layers.
+"""
+
+from . import accessor  # noqa: F401  (registers ds.kng)
+from .accessor import KngAccessor
+from .figures import figure_coverage_vs_epsilon, figure_error_vs_epsilon, figure_error_vs_n
+from .summaries import (
+    completeness,
+    coverage,
+    describe_completeness,
+    error_summary,
+    mechanism_kinds,
+    ratio_to_reference,
+    reference_coverage,
+    reference_label,
+    slope_fit,
+)
+
+__all__ = [
+    "KngAccessor",
+    "completeness",
+    "coverage",
+    "describe_completeness",
+    "error_summary",
+    "figure_coverage_vs_epsilon",
+    "figure_error_vs_epsilon",
+    "figure_error_vs_n",
+    "mechanism_kinds",
+    "ratio_to_reference",
+    "reference_coverage",
+    "reference_label",
+    "slope_fit",
+    "write_report",
+]
+
+
+def write_report(store_path, out_dir) -> str:
+    """See :func:`kngflow.analysis.report.write_report`."""
+    from .report import write_report as _write_report
+
+    return _write_report(store_path, out_dir)

@@ -1,0 +1,126 @@
+"""Tests of kngflow.analysis.report.write_report on synthetic contract-schema zarr stores."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from kngflow.analysis.report import write_report
+from kngflow.analysis.synthetic import SyntheticMechanism as SM
+from kngflow.analysis.synthetic import synthetic_dataset, write_store
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _is_png(path):
+    data = path.read_bytes()
+    return data[:8] == PNG_MAGIC and len(data) > 10_000
+
+
+def _rows(md, first_cell):
+    return [line for line in md.splitlines() if line.startswith(f"| {first_cell} |")]
+
+
+@pytest.fixture(scope="module")
+def n_grid_store(tmp_path_factory):
+    """KNG §4.3-shaped partial store: n = 10^2..10^5 finished, 10^6 unfinished."""
+    mechs = [
+        SM("NonPrivate", "nonprivate"),
+        SM("ExpMech", "exponential", lambda n, e: 2.0 / np.sqrt(n)),
+        SM("ObjPert", "objective", lambda n, e: 0.3 / np.sqrt(n) + 10.0 / n),
+        SM("KNG", "kng", lambda n, e: 0.3 / np.sqrt(n) + 3.0 / n),
+    ]
+    raw = synthetic_dataset(mechs, n=[10**2, 10**3, 10**4, 10**5, 10**6], replicates=50, d=12, seed=2, done=lambda lab, n, e, r: n < 10**6)
+    path = tmp_path_factory.mktemp("stores") / "kng_linear.zarr"
+    write_store(raw, path, replicate_chunk=50)
+    return path
+
+
+def test_report_on_partial_n_grid(n_grid_store, tmp_path):
+    out = tmp_path / "report"
+    md = write_report(n_grid_store, out)
+    assert (out / "report.md").read_text(encoding="utf-8") == md
+    assert sorted(p.name for p in out.iterdir()) == ["error_vs_n.png", "report.md"]
+    assert _is_png(out / "error_vs_n.png")
+    assert "](error_vs_n.png)" in md
+    # how complete the store is, and what is missing
+    assert "800 of 1000 cells finished (80.0%)" in md
+    assert "missing: n=10^6 (0/50 replicates)" in md
+    # per (mechanism, n, ε) table: finished, mean error, log10 mean ± SE, ratio to the non-private
+    kng_rows = _rows(md, "KNG")
+    assert len(kng_rows) == 5 + 1 + 5  # error table, slope table, coverage table
+    cell = [c.strip() for c in kng_rows[0].strip("|").split("|")]
+    assert cell[:4] == ["KNG", "10^2", "1", "50/50"]
+    assert re.fullmatch(r"-?\d\.\d{3} ± 0\.\d{3}", cell[6])
+    assert re.fullmatch(r"\d\.\d{3} ± 0\.\d{3}", cell[7])
+    assert "| KNG | 10^6 | 1 | 0/50 | — | — | — | — |" in md
+    assert "ratio to NonPrivate ± SE" in md
+    # slopes per mechanism ± SE, with the non-private one near −1/2
+    assert "## Log–log slopes" in md
+    np_slope = [r for r in _rows(md, "NonPrivate") if "±" in r and "/50" not in r][0]
+    slope = float(np_slope.split("|")[3].split("±")[0])
+    assert abs(slope + 0.5) < 0.05
+    # KNG and exponential mechanism ratio to the non-private at each n (ObjPert is not in it)
+    section = md.split("## KNG and exponential mechanism")[1].split("##")[0]
+    assert "KNG (kng)" in section and "ExpMech (exponential)" in section and "ObjPert" not in section
+    assert all(f"| 10^{k} |" in section for k in range(2, 7))
+    # a single-ε store gets no ε figures; coverage still tabulated
+    assert "Coverage of the non-private 95% CI" in md
+
+
+def test_report_on_epsilon_grid(tmp_path):
+    mechs = [
+        SM("MLE", "nonprivate"),
+        SM("l1", "objective_ext", lambda n, e: 2.5 / (e * np.sqrt(n))),
+        SM("linf", "objective_ext", lambda n, e: 1.0 / (e * np.sqrt(n))),
+    ]
+    eps = [1 / 16, 1 / 8, 1 / 4, 1 / 2, 1, 2, 4]
+    raw = synthetic_dataset(mechs, n=[10**4], epsilon=eps, replicates=40, d=6, seed=4)
+    write_store(raw, tmp_path / "as.zarr", replicate_chunk=40)
+    out = tmp_path / "out"
+    md = write_report(tmp_path / "as.zarr", out)
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["coverage_vs_epsilon.png", "error_vs_epsilon.png", "report.md"]
+    assert all(_is_png(out / n) for n in names if n.endswith(".png"))
+    assert "the store is complete." in md
+    assert "## Log–log slopes" not in md  # one n: no slope
+    assert len(_rows(md, "l1")) == 7 + 7  # error table + coverage table
+    assert "| l1 | 10^4 | 1/16 |" in md
+
+
+def test_report_on_two_axes_and_without_nonprivate(tmp_path):
+    mechs = [SM("k", "kng", lambda n, e: 1 / (e * n)), SM("e", "exponential", lambda n, e: 1 / np.sqrt(n))]
+    raw = synthetic_dataset(mechs, n=[100, 1000], epsilon=[0.5, 1.0], replicates=10, d=2, seed=6)
+    write_store(raw, tmp_path / "s.zarr")
+    md = write_report(tmp_path / "s.zarr", tmp_path / "out")
+    names = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert names == [
+        "error_vs_epsilon_n100.png",
+        "error_vs_epsilon_n1000.png",
+        "error_vs_n_eps0p5.png",
+        "error_vs_n_eps1.png",
+        "report.md",
+    ]  # no coverage figure: there is no non-private reference
+    assert "none (no mechanism of kind nonprivate)" in md
+    assert "ratio to" not in md and "Coverage" not in md
+
+
+def test_report_on_empty_store(tmp_path):
+    raw = synthetic_dataset([SM("np", "nonprivate"), SM("k", "kng", lambda n, e: 1 / n)], n=[100, 1000], replicates=5, d=2, done=lambda *a: False)
+    write_store(raw, tmp_path / "empty.zarr")
+    md = write_report(tmp_path / "empty.zarr", tmp_path / "out")
+    assert "0 of 20 cells finished (0.0%)" in md
+    assert "missing: n=10^2 (0/5 replicates); n=10^3 (0/5 replicates)" in md
+    assert "error_vs_n.png: skipped, no finished replicates" in md
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["report.md"]
+
+
+def test_cli_entry_point_is_importable_lazily():
+    """``kngflow report`` imports write_report from kngflow.analysis.report (and the package re-exports it)."""
+    import kngflow.analysis as ka
+    from kngflow.analysis import report
+
+    assert report.write_report is write_report
+    assert callable(ka.write_report)
