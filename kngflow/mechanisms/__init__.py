@@ -30,9 +30,10 @@ def allowed_options(problem: str, kind: str) -> list[str]:
     names = []
     for klass in cls.__mro__:
         if "__init__" in klass.__dict__:
-            for p in inspect.signature(klass.__init__).parameters.values():
-                if p.kind is p.KEYWORD_ONLY and p.name not in names:
-                    names.append(p.name)
+            params = inspect.signature(klass.__init__).parameters.values()
+            names += [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name not in names]
+            if not any(p.kind is p.VAR_KEYWORD for p in params):
+                break  # options passed on with **kw continue up the hierarchy
     return names
 
 

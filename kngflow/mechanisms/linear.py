@@ -128,6 +128,21 @@ class _Sampled(_Linear):
                 return theta[0], {"sampler": "metropolis", "acceptance": float(acc[0]), "steps": self.steps}
         raise AssertionError("unreachable")
 
+    def log_density(self, stats, epsilon, theta):
+        """Unnormalised log density at ``theta`` (..., d) in scaled units; -inf outside Theta.
+
+        Used by the privacy audits, which normalise it numerically on a grid.
+        """
+        a = self._rate(stats.d, check_epsilon(epsilon))
+        theta = np.asarray(theta, dtype=np.float64)
+        r = theta @ stats.G - stats.c  # G is symmetric
+        if self._kind == KIND_EXP:
+            energy = a * np.einsum("...i,...i->...", theta, r - stats.c)
+        else:
+            order = {"l1": 1, "l2": 2, "linf": np.inf}[self.norm]
+            energy = a * np.linalg.norm(r, ord=order, axis=-1)
+        return np.where(np.abs(theta).sum(-1) <= self.bound, -energy, -np.inf)
+
     # Batched draws in scaled units (used by tests and diagnostics).
     def draw_exact(self, stats, epsilon, rng, size, max_tries=None):
         """``size`` exact draws (scaled units) and the total number of tries."""
