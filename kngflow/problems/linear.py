@@ -41,6 +41,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._jit import jit
+
 __all__ = [
     "LinearStats",
     "StatsAccumulator",
@@ -64,6 +66,20 @@ _NORM_RADIUS = {
     "l2": lambda d: math.sqrt(d),
     "l1": lambda d: float(d),
 }
+
+
+@jit
+def _design_block(U, e, theta, X, y):
+    """One pass over a block: ``X = [1, 2U - 1]`` and ``y = X theta + e``."""
+    d = X.shape[1]
+    for i in range(U.shape[0]):
+        X[i, 0] = 1.0
+        acc = theta[0]
+        for j in range(1, d):
+            v = U[i, j - 1] * 2.0 - 1.0
+            X[i, j] = v
+            acc += v * theta[j]
+        y[i] = acc + e[i]
 
 
 class LinearStats(NamedTuple):
@@ -307,20 +323,18 @@ class LinearProblem:
         clip = self.y_bound if self.protocol == "public_bound" else None
         chunk_rows = int(chunk_rows)
         rows = min(chunk_rows, n)
-        X = np.empty((rows, d))
-        X[:, 0] = 1.0
         U = np.empty((rows, d - 1))
+        e = np.empty(rows)
+        X = np.empty((rows, d))
+        y = np.empty(rows)
         for start in range(0, n, chunk_rows):
             m = min(chunk_rows, n - start)
-            Xm = X[:m]
             rng_x.random(out=U[:m])
-            np.multiply(U[:m], 2.0, out=Xm[:, 1:])
-            Xm[:, 1:] -= 1.0
-            y = Xm @ theta
-            y += rng_e.standard_normal(m)
+            rng_e.standard_normal(out=e[:m])
+            _design_block(U[:m], e[:m], theta, X[:m], y[:m])
             if clip is not None:
-                np.clip(y, -clip, clip, out=y)
-            acc.add(Xm, y)
+                np.clip(y[:m], -clip, clip, out=y[:m])
+            acc.add(X[:m], y[:m])
         return acc.finish(clip)
 
     def error(self, estimate: np.ndarray) -> float:
