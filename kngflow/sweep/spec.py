@@ -171,7 +171,7 @@ def _unknown(table: dict, allowed, where: str):
 
 def _field_in_message(exc: Exception, options: dict, where: str) -> str:
     """Best guess of which option an exception complains about."""
-    msg = str(exc)
+    msg = re.split(r"allowed", str(exc), maxsplit=1, flags=re.IGNORECASE)[0]
     for key in sorted(options, key=len, reverse=True):
         if re.search(rf"\b{re.escape(key)}\b", msg):
             return f"{where}.{key}"

@@ -1,0 +1,241 @@
+"""The zarr store: template, chunk alignment, done flags, resume, refuse/extend specs.
+
+Tasks run in this process (``run_task`` called directly) with the real problem
+and mechanisms; Dask itself is exercised in test_sweep.py and test_integration.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+from conftest import EXPONENTIAL, tiny_spec
+
+from kngflow import store as st
+from kngflow.mechanisms import MECHANISMS
+from kngflow.sweep import CostModel, SpecMismatch, parse_spec, plan_tasks, prepare_store, run_task
+from kngflow.sweep.engine import mark_task_failed
+
+DETERMINISTIC = [v for v in st.VARIABLES if v != "seconds"] + ["theta_star"]
+
+
+def run_all(spec, path, *, cost=None, replicate_chunk=None, limit=None):
+    """Prepare the store and run (up to ``limit``) planned tasks in this process."""
+    meta, action = prepare_store(spec, path, replicate_chunk=replicate_chunk, cost=cost)
+    done, _ = st.read_flags(path)
+    tasks = plan_tasks(meta, done, cost=cost)
+    summaries = [run_task(str(path), spec.text, meta, t) for t in tasks[:limit]]
+    return meta, action, tasks, summaries
+
+
+def chunk_files(path, var):
+    root = Path(path) / var / "c"
+    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+def assert_same(a: xr.Dataset, b: xr.Dataset, variables=DETERMINISTIC):
+    """Bit-for-bit equality (NaN-aware) after aligning b on a's coordinates."""
+    b = b.sel(mechanism=a.mechanism, n=a.n, epsilon=a.epsilon, replicate=a.replicate)
+    for v in variables:
+        x, y = a[v].values, b[v].values
+        assert x.dtype == y.dtype, v
+        assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), v
+
+
+def test_template(tmp_path):
+    spec = parse_spec(tiny_spec())
+    path = tmp_path / "s.zarr"
+    meta, action = prepare_store(spec, path, replicate_chunk=2)
+    assert action == "created"
+    assert meta.chunks == {"mechanism": 2, "n": 1, "epsilon": 2, "replicate": 2, "coef": 3}
+    # no data chunk written by the template (compute=False)
+    for v in ("estimate", "done", "error", "scale"):
+        assert chunk_files(path, v) == []
+    for v, (dims, dtype, fill) in st.VARIABLES.items():
+        meta_json = json.loads((path / v / "zarr.json").read_text())
+        assert tuple(meta_json["dimension_names"]) == dims
+        if dtype == "float64":
+            assert meta_json["fill_value"] == "NaN", v
+        else:
+            assert meta_json["fill_value"] == fill, v
+    ds = st.open_dataset(path)
+    assert list(ds.mechanism.values) == ["nonprivate", "kng"]
+    assert ds.n.dtype == np.int64 and ds.epsilon.dtype == np.float64 and ds.replicate.dtype == np.int64
+    assert ds.sampler.dtype == np.int8 and ds.done.dtype == np.int8 and ds.failed.dtype == np.int8
+    assert np.isnan(ds.estimate.values).all() and (ds.done.values == 0).all() and (ds.sampler.values == -1).all()
+    assert np.array_equal(ds.theta_star.values, spec.problem().theta_star)
+    attrs = ds.attrs
+    assert attrs["spec"] == spec.text and attrs["spec_hash"] == spec.hash
+    assert json.loads(attrs["versions"])["zarr"].startswith("3")
+    assert "WITHOUT privacy" in attrs["caveats"] and attrs["problem"] == "linear"
+    assert attrs["kngflow_version"]
+    flags = ds.sampler.attrs
+    assert dict(zip(flags["flag_meanings"].split(), flags["flag_values"]))["metropolis"] == 3
+    # plain xr.open_zarr works quietly (consolidated metadata is written)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        xr.open_zarr(path).close()
+
+
+def test_regions_are_chunk_aligned(tmp_path):
+    spec = parse_spec(tiny_spec(replicates=7))
+    path = tmp_path / "s.zarr"
+    meta, _ = prepare_store(spec, path, replicate_chunk=3)
+    done, _ = st.read_flags(path)
+    for per_task in (1e-9, 0.05, 1e9):
+        tasks = plan_tasks(meta, done, cost=CostModel(task_seconds=per_task))
+        covered = np.zeros_like(done)
+        for t in tasks:
+            st.check_aligned(meta, t.region_slices())
+            covered[tuple(t.region_slices()[d] for d in st.CELL_DIMS)] += 1
+        assert (covered == 1).all()  # every cell in exactly one task
+    with pytest.raises(AssertionError, match="chunk boundary"):
+        st.check_aligned(meta, {"replicate": slice(1, 3)})
+    with pytest.raises(AssertionError, match="chunk boundary"):
+        st.write_region(path, meta, {"replicate": slice(0, 2)}, {"error": np.zeros((2, 2, 2, 2))}, None)
+    st.check_aligned(meta, {"replicate": slice(6, 7)})  # the short last chunk is whole
+
+
+def test_run_task_writes_results_then_done(tmp_path):
+    spec = parse_spec(tiny_spec(extra=EXPONENTIAL))
+    path = tmp_path / "s.zarr"
+    meta, _, tasks, summaries = run_all(spec, path, replicate_chunk=2)
+    ds = st.open_dataset(path)
+    assert (ds.done.values == 1).all() and (ds.failed.values == 0).all()
+    assert np.isfinite(ds.estimate.values).all() and np.isfinite(ds.error.values).all()
+    assert (ds.sampler.sel(mechanism="nonprivate").values == 0).all()
+    assert set(np.unique(ds.sampler.sel(mechanism="kng").values)) <= {1, 2, 3}
+    err = np.linalg.norm(ds.estimate - ds.theta_star, axis=-1)
+    np.testing.assert_allclose(ds.error.values, err, rtol=1e-14)
+    assert np.isfinite(ds.scale.values).all() and np.isfinite(ds.ols_stderr.values).all()
+    assert sum(s["done"] for s in summaries) == ds.done.size
+    # the same data set serves every mechanism and epsilon: the non-private
+    # estimate (OLS) is identical across epsilon
+    ols = ds.estimate.sel(mechanism="nonprivate")
+    assert np.array_equal(ols.isel(epsilon=0).values, ols.isel(epsilon=1).values)
+    # running again does nothing
+    assert plan_tasks(meta, st.read_flags(path)[0]) == []
+
+
+def test_resume_computes_only_missing(tmp_path):
+    spec = parse_spec(tiny_spec(replicates=6))
+    ref = tmp_path / "ref.zarr"
+    run_all(spec, ref, replicate_chunk=1)
+    path = tmp_path / "s.zarr"
+    cost = CostModel(task_seconds=1e-9)  # one chunk per task
+    meta, _, tasks, _ = run_all(spec, path, replicate_chunk=1, cost=cost, limit=5)
+    done, _ = st.read_flags(path)
+    n_done = int(done.sum())
+    assert 0 < n_done < done.size
+    # a task that died after writing results but before done: results without flags
+    st.write_region(path, meta, tasks[5].region_slices(), {"error": np.full((2, 1, 2, 1), 123.0)}, None)
+    meta, action, left, summaries = run_all(spec, path, cost=cost)
+    assert action == "resumed"
+    assert len(left) == len(tasks) - 5
+    assert sum(s["computed"] for s in summaries) == done.size - n_done
+    assert_same(st.open_dataset(ref), st.open_dataset(path))
+
+
+def test_refuses_a_different_spec(tmp_path):
+    spec = parse_spec(tiny_spec())
+    path = tmp_path / "s.zarr"
+    run_all(spec, path)
+    before = {p: p.stat().st_mtime_ns for p in path.rglob("*") if p.is_file()}
+    changed = [
+        tiny_spec(seed=8),
+        tiny_spec().replace("bound = 1.0", "bound = 2.0"),
+        tiny_spec().replace("steps = 200", "steps = 300"),
+        tiny_spec(n=(20,)),  # drops n = 50
+        tiny_spec(epsilon=(0.5,)),
+        tiny_spec(replicates=3),
+        tiny_spec().replace('label = "kng"', 'label = "kng_linf"'),
+        tiny_spec().replace("d = 3", "d = 4"),
+    ]
+    for text in changed:
+        with pytest.raises(SpecMismatch, match="different spec"):
+            prepare_store(parse_spec(text), path)
+    after = {p: p.stat().st_mtime_ns for p in path.rglob("*") if p.is_file()}
+    assert before == after
+
+
+def test_extend_keeps_existing_cells(tmp_path):
+    spec = parse_spec(tiny_spec(replicates=3))
+    path = tmp_path / "s.zarr"
+    run_all(spec, path, replicate_chunk=2)
+    old = st.open_dataset(path).load()
+    bigger = parse_spec(tiny_spec(n=(20, 30, 50), epsilon=(0.5, 1.0, 2.0), replicates=5, extra=EXPONENTIAL))
+    meta, action, tasks, summaries = run_all(bigger, path)
+    assert action == "extended"
+    assert meta.chunks["replicate"] == 2  # the store keeps its chunking
+    new = st.open_dataset(path)
+    assert list(new.n.values) == [20, 50, 30] and list(new.epsilon.values) == [0.5, 2.0, 1.0]
+    assert list(new.mechanism.values) == ["nonprivate", "kng", "exponential"]
+    assert new.attrs["spec_hash"] == bigger.hash
+    assert json.loads(new.attrs["spec_history"]) == [spec.hash]
+    # old cells bit for bit (seconds included: they were not recomputed)
+    assert_same(old, new, variables=[v for v in st.VARIABLES] + ["theta_star"])
+    assert (new.done.values == 1).all()
+    assert sum(s["computed"] for s in summaries) == new.done.size - old.done.size
+    # the extended store equals a fresh run of the bigger spec
+    fresh = tmp_path / "fresh.zarr"
+    run_all(bigger, fresh, replicate_chunk=1)
+    assert_same(st.open_dataset(fresh), new)
+
+
+def test_failures_are_recorded_and_retried(tmp_path, monkeypatch):
+    spec = parse_spec(tiny_spec())
+    path = tmp_path / "s.zarr"
+    kng = MECHANISMS["linear"]["kng"]
+    original = kng.release
+
+    def flaky(self, stats, epsilon, rng):
+        if epsilon == 2.0 and stats.n == 50:
+            raise FloatingPointError("synthetic failure")
+        return original(self, stats, epsilon, rng)
+
+    monkeypatch.setattr(kng, "release", flaky)
+    meta, _, tasks, summaries = run_all(spec, path)
+    done, failed = st.read_flags(path)
+    ds = st.open_dataset(path)
+    bad = ds.failed.sel(mechanism="kng", n=50, epsilon=2.0).values
+    assert (bad == 1).all() and int(failed.sum()) == bad.size
+    assert int(done.sum()) == done.size - bad.size
+    assert np.isnan(ds.estimate.sel(mechanism="kng", n=50, epsilon=2.0).values).all()
+    records = st.read_failures(path)
+    assert len(records) == bad.size
+    assert all("FloatingPointError: synthetic failure" in r["message"] for r in records)
+    assert {r["replicate"] for r in records} == {0, 1, 2, 3}
+
+    from kngflow.cli import status_text
+
+    text = status_text(path)
+    assert "synthetic failure" in text and "failed" in text
+
+    # a whole task failing (after Dask's retries) marks its missing cells
+    t = [t for t in plan_tasks(meta, done)][0]
+    recs = mark_task_failed(str(path), meta, t, "task failed after 2 retries: KilledWorker: boom")
+    assert len(recs) == bad.size
+
+    monkeypatch.setattr(kng, "release", original)
+    run_all(spec, path)
+    done, failed = st.read_flags(path)
+    assert done.all() and not failed.any()
+    ref = tmp_path / "ref.zarr"
+    run_all(spec, ref)
+    assert_same(st.open_dataset(ref), st.open_dataset(path))
+    assert "failures (" not in status_text(path)
+
+
+def test_not_a_store(tmp_path):
+    with pytest.raises(st.StoreError, match="not a zarr store"):
+        st.read_meta(tmp_path)
+    xr.Dataset({"x": ("a", np.arange(3))}).to_zarr(tmp_path / "other.zarr", consolidated=False)
+    with pytest.raises(st.StoreError, match="not a kngflow store"):
+        st.read_meta(tmp_path / "other.zarr")
+    assert not any(p.name.startswith(".") for p in tmp_path.iterdir()), os.listdir(tmp_path)
