@@ -88,6 +88,8 @@ def test_report_on_epsilon_grid(tmp_path):
     assert "## Log–log slopes" not in md  # one n: no slope
     assert len(_rows(md, "l1")) == 7 + 7  # error table + coverage table
     assert "| l1 | 10^4 | 1/16 |" in md
+    # the non-private estimator ignores ε: one error-table row per n, marked "any"
+    assert _rows(md, "MLE") == [r for r in _rows(md, "MLE") if "| any |" in r] and len(_rows(md, "MLE")) == 1
 
 
 def test_report_on_two_axes_and_without_nonprivate(tmp_path):

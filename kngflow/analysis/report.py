@@ -67,6 +67,11 @@ def _eps_tag(eps: float) -> str:
 # --------------------------------------------------------------------------
 # figures
 # --------------------------------------------------------------------------
+def _slopes(ds: xr.Dataset) -> slice | None:
+    """Coefficients Algorithm 4 scores: the slopes (coef 0 is the intercept), or all if d = 1."""
+    return slice(1, None) if ds.sizes.get("coef", 1) > 1 else None
+
+
 def _write_figures(ds: xr.Dataset, summ: xr.Dataset, out: Path, has_coverage: bool) -> tuple[list[tuple[str, str]], list[str]]:
     """Write the PNGs that fit the grid; return ``[(file, caption)]`` and notes on skipped ones."""
     files: list[tuple[str, str]] = []
@@ -94,7 +99,7 @@ def _write_figures(ds: xr.Dataset, summ: xr.Dataset, out: Path, has_coverage: bo
             files.append((fname, f"median ℓ2 error vs ε, n = {_s.format_n(n)} (Awan–Slavković Figure 2)"))
             if has_coverage:
                 fname = f"coverage_vs_epsilon{tag}.png"
-                fig = figure_coverage_vs_epsilon(ds, n=n)
+                fig = figure_coverage_vs_epsilon(ds, n=n, coefs=_slopes(ds))
                 fig.savefig(out / fname, dpi=120)
                 files.append((fname, f"share of DP estimates in the non-private 95% CI vs ε, n = {_s.format_n(n)} (Awan–Slavković Figure 3)"))
     return files, notes
@@ -155,6 +160,12 @@ def report_markdown(
         if notes:
             md.append("")
 
+    def _eps_rows(m: str) -> list[tuple[float, str]]:
+        # the non-private estimator ignores ε (the same data serve every ε): one row, "any"
+        if kinds.get(m) == "nonprivate" and eps_vals.size > 1:
+            return [(eps_vals[0], "any")]
+        return [(e, _s.format_epsilon(e)) for e in eps_vals]
+
     # -- per-cell table ------------------------------------------------------
     md += ["## Error per (mechanism, n, ε)", ""]
     header = ["mechanism", "n", "ε", "finished", "mean error", "median error", "log10 mean error ± MC SE"]
@@ -163,12 +174,12 @@ def report_markdown(
     rows = []
     for m in mechs:
         for n in n_vals:
-            for e in eps_vals:
+            for e, e_text in _eps_rows(m):
                 c = summ.sel(mechanism=m, n=n, epsilon=e)
                 row = [
                     m,
                     _s.format_n(n),
-                    _s.format_epsilon(e),
+                    e_text,
                     f"{int(c['n_done'])}/{R}",
                     _g(c["mean_error"]),
                     _g(c["median_error"]),
@@ -197,9 +208,9 @@ def report_markdown(
             header += [f"slope ± SE (n ≥ {_s.format_n(n_tail)})", "n used"]
         rows = []
         for m in mechs:
-            for e in eps_vals:
+            for e, e_text in _eps_rows(m):
                 f = all_fit.sel(mechanism=m, epsilon=e)
-                row = [m, _s.format_epsilon(e), _pm(f["slope"], f["slope_se"]), str(int(f["n_points"]))]
+                row = [m, e_text, _pm(f["slope"], f["slope_se"]), str(int(f["n_points"]))]
                 if tail is not None:
                     t = tail.sel(mechanism=m, epsilon=e)
                     row += [_pm(t["slope"], t["slope_se"]), str(int(t["n_points"]))]
@@ -226,8 +237,8 @@ def report_markdown(
 
     # -- coverage --------------------------------------------------------------
     if ref is not None and "estimate" in ds and "ols_stderr" in ds:
-        cov_all = _s.coverage(ds, reference=ref, how="all")
-        cov_mean = _s.coverage(ds, reference=ref, how="mean")
+        cov_all = _s.coverage(ds, reference=ref, how="all", coefs=_slopes(ds))
+        cov_mean = _s.coverage(ds, reference=ref, how="mean", coefs=_slopes(ds))
         both = xr.Dataset(
             {
                 "all": cov_all["coverage"],
@@ -239,11 +250,12 @@ def report_markdown(
         ).compute()
         md += [f"## Coverage of the non-private 95% CI (Awan–Slavković Algorithm 4)", ""]
         md.append(
-            f"A DP estimate is inside when |estimate − {ref}| ≤ 1.96·ols_stderr. \"all\": every coefficient "
-            "inside; \"average\": mean fraction of coefficients inside (Algorithm 4's C_DP, here over all coefficients)."
+            f"A DP estimate is inside when |estimate − {ref}| ≤ 1.96·ols_stderr, for the slopes (every "
+            "coefficient but the intercept, coef 0). \"all\": every slope inside; \"average\": mean fraction of "
+            "slopes inside (Algorithm 4's C_DP)."
         )
         md.append("")
-        header = ["mechanism", "n", "ε", "replicates", "all coefficients ± SE", "average over coefficients ± SE"]
+        header = ["mechanism", "n", "ε", "replicates", "all slopes ± SE", "average over slopes ± SE"]
         rows = []
         for m in mechs:
             if m == ref:
