@@ -3,27 +3,49 @@
 * default: :func:`local_cluster`, one single-threaded worker process per core,
   with numba/OpenMP/BLAS limited to one thread in every worker;
 * ``--scheduler tcp://host:8786`` or ``--scheduler-file scheduler.json``: an
-  existing cluster (``dask scheduler`` / ``dask worker``; see ``cluster/README.md``);
+  existing cluster (``dask scheduler`` / ``dask worker --nthreads 1``; see
+  ``cluster/README.md``);
 * ``--cluster cluster/NAME.yaml``: a deployment file::
 
       kind: slurm            # slurm | pbs | kubernetes | local
       jobs: 4                # batch jobs (slurm/pbs) or workers (kubernetes/local)
       options: {...}         # passed to SLURMCluster / PBSCluster / KubeCluster / LocalCluster
+      manifest: FILE         # kubernetes only: DaskCluster manifest, relative to the file
+      adapt: {minimum: 1, maximum: 8}   # optional, counted like jobs
 
-  For slurm and pbs the thread-limiting ``export`` lines are added to
-  ``job_script_prologue`` unless already there.
+Every worker runs one thread with :data:`WORKER_ENV` in its environment:
+
+* slurm/pbs: ``processes`` defaults to ``cores`` (one single-threaded worker
+  process per core of a job) and must equal it; the ``export`` lines of
+  :data:`WORKER_ENV` are added to ``job_script_prologue`` unless already there;
+* kubernetes: the manifest's worker container must run ``dask worker`` with
+  ``--nthreads 1``; :data:`WORKER_ENV` is added to its ``env`` where missing
+  and the worker ``replicas`` are set to ``jobs``;
+* local: ``LocalCluster(threads_per_worker=1, processes=True)`` with
+  :data:`WORKER_ENV` set in each worker process before it starts.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
+import shlex
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from distributed import Client, LocalCluster
+    from distributed.deploy import Cluster
 
 __all__ = [
     "WORKER_ENV",
+    "KINDS",
     "ClusterConfigError",
     "load_cluster_config",
+    "jobqueue_options",
+    "kubernetes_manifest",
     "cluster_from_config",
     "local_cluster",
     "connect",
@@ -37,19 +59,47 @@ WORKER_ENV = {
     "MKL_NUM_THREADS": "1",
 }
 
+#: Accepted values of the ``kind`` field.
 KINDS = ("slurm", "pbs", "kubernetes", "local")
+
+_FIELDS = ("kind", "jobs", "options", "manifest", "adapt")
 
 
 class ClusterConfigError(ValueError):
-    """A bad ``--cluster`` file; the message names the field."""
+    """A bad ``--cluster`` file; the message names the field (``cluster.kind`` ...)."""
 
 
 def _prologue() -> list[str]:
     return [f"export {k}={v}" for k, v in WORKER_ENV.items()]
 
 
-def load_cluster_config(path) -> dict:
-    """Read and validate a cluster YAML file."""
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def load_cluster_config(path: str | os.PathLike) -> dict:
+    """Read and validate a deployment file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        YAML file with the fields ``kind``, ``jobs``, ``options``, ``manifest``
+        (kubernetes only) and ``adapt``.
+
+    Returns
+    -------
+    dict
+        ``kind``, ``jobs`` (``None`` for a local file without ``jobs``: one
+        worker per core), ``options`` (a new dict), ``adapt`` (``None`` or a
+        dict) and, for kubernetes, ``manifest`` as a path resolved against the
+        directory of ``path``.
+
+    Raises
+    ------
+    ClusterConfigError
+        When the file cannot be read or a field is invalid; the message starts
+        with the field (``cluster.kind: ...``).
+    """
     import yaml
 
     p = Path(path)
@@ -62,38 +112,90 @@ def load_cluster_config(path) -> dict:
     if not isinstance(cfg, dict):
         raise ClusterConfigError(f"cluster: {p} must hold a mapping with kind, jobs and options")
     for key in cfg:
-        if key not in ("kind", "jobs", "options", "manifest", "adapt"):
-            raise ClusterConfigError(f"cluster.{key}: unknown field; allowed fields are kind, jobs, options, manifest, adapt")
+        if key not in _FIELDS:
+            raise ClusterConfigError(f"cluster.{key}: unknown field; allowed fields are {', '.join(_FIELDS)}")
     kind = cfg.get("kind")
     if kind not in KINDS:
         raise ClusterConfigError(f"cluster.kind: must be one of {list(KINDS)}, got {kind!r}")
-    jobs = cfg.get("jobs", 1)
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+    jobs = cfg.get("jobs", None if kind == "local" else 1)
+    if jobs is not None and (not _count(jobs) or jobs < 1):
         raise ClusterConfigError(f"cluster.jobs: must be an integer >= 1, got {jobs!r}")
-    options = cfg.get("options", {}) or {}
+    options = cfg.get("options") or {}
     if not isinstance(options, dict):
         raise ClusterConfigError("cluster.options: must be a mapping of keyword arguments")
     adapt = cfg.get("adapt")
-    if adapt is not None and not (isinstance(adapt, dict) and set(adapt) <= {"minimum", "maximum"}):
-        raise ClusterConfigError("cluster.adapt: must be a mapping with minimum and/or maximum")
+    if adapt is not None:
+        if not (isinstance(adapt, dict) and adapt and set(adapt) <= {"minimum", "maximum"}):
+            raise ClusterConfigError("cluster.adapt: must be a mapping with minimum and/or maximum")
+        for key, value in adapt.items():
+            if not _count(value) or value < 0:
+                raise ClusterConfigError(f"cluster.adapt.{key}: must be an integer >= 0, got {value!r}")
+        if adapt.get("minimum", 0) > adapt.get("maximum", adapt.get("minimum", 0)):
+            raise ClusterConfigError("cluster.adapt: minimum must not exceed maximum")
+        adapt = dict(adapt)
     out = {"kind": kind, "jobs": jobs, "options": dict(options), "adapt": adapt}
     if kind == "kubernetes":
         manifest = cfg.get("manifest")
-        if not isinstance(manifest, str):
+        if not isinstance(manifest, str) or not manifest:
             raise ClusterConfigError("cluster.manifest: kind kubernetes needs the path of a DaskCluster manifest")
         mpath = Path(manifest)
         if not mpath.is_absolute():
             mpath = p.parent / mpath
         out["manifest"] = str(mpath)
+        for key in ("custom_cluster_spec", "n_workers"):
+            if key in options:
+                raise ClusterConfigError(
+                    f"cluster.options.{key}: set by kngflow from cluster.manifest and cluster.jobs"
+                )
+        kubernetes_manifest(out)  # fail now, before any store is touched
     elif "manifest" in cfg:
         raise ClusterConfigError("cluster.manifest: only used with kind kubernetes")
+    if kind in ("slurm", "pbs"):
+        jobqueue_options(out)  # cores/processes and job_script_prologue, checked now
+    if kind == "local":
+        if options.get("threads_per_worker", 1) != 1:
+            raise ClusterConfigError("cluster.options.threads_per_worker: workers are single-threaded; must be 1")
+        if options.get("processes", True) is not True:
+            raise ClusterConfigError("cluster.options.processes: workers are processes; must be true")
     return out
 
 
 def jobqueue_options(cfg: dict) -> dict:
-    """The keyword arguments for SLURMCluster/PBSCluster, with the worker environment added."""
+    """Keyword arguments for ``SLURMCluster``/``PBSCluster`` with single-threaded workers.
+
+    Parameters
+    ----------
+    cfg : dict
+        A validated slurm or pbs config (:func:`load_cluster_config`).
+
+    Returns
+    -------
+    dict
+        ``cfg["options"]`` with ``processes`` defaulting to ``cores`` and the
+        ``export`` lines of :data:`WORKER_ENV` appended to
+        ``job_script_prologue`` (unless the variable is already set there).
+
+    Raises
+    ------
+    ClusterConfigError
+        When ``processes`` differs from ``cores`` (workers would run several
+        threads) or ``job_script_prologue`` is not a list of lines.
+    """
     opts = dict(cfg["options"])
-    prologue = list(opts.get("job_script_prologue") or [])
+    cores = opts.get("cores")
+    if cores is not None:
+        if not _count(cores) or cores < 1:
+            raise ClusterConfigError(f"cluster.options.cores: must be an integer >= 1, got {cores!r}")
+        opts.setdefault("processes", cores)
+        if opts["processes"] != cores:
+            raise ClusterConfigError(
+                f"cluster.options.processes: must equal cores ({cores}) so that every worker "
+                f"has one thread, got {opts['processes']!r}"
+            )
+    prologue = opts.get("job_script_prologue") or []
+    if isinstance(prologue, str) or not isinstance(prologue, list):
+        raise ClusterConfigError("cluster.options.job_script_prologue: must be a list of shell lines")
+    prologue = [str(line) for line in prologue]
     for line in _prologue():
         var = line.split()[1].split("=")[0]
         if not any(var in existing for existing in prologue):
@@ -102,44 +204,182 @@ def jobqueue_options(cfg: dict) -> dict:
     return opts
 
 
-def cluster_from_config(cfg: dict, *, start: bool = True):
-    """Build (and scale, when ``start``) the cluster a validated config describes."""
+def _worker_container(spec: dict, where: str) -> dict:
+    containers = (spec.get("spec") or {}).get("containers") if isinstance(spec, dict) else None
+    if not isinstance(containers, list) or not containers or not isinstance(containers[0], dict):
+        raise ClusterConfigError(f"cluster.manifest: {where}.spec.containers must list the worker container")
+    return containers[0]
+
+
+def kubernetes_manifest(cfg: dict) -> dict:
+    """The ``DaskCluster`` resource of a kubernetes config, ready for ``KubeCluster``.
+
+    Parameters
+    ----------
+    cfg : dict
+        A kubernetes config (:func:`load_cluster_config`); ``cfg["jobs"]`` is
+        the number of workers.
+
+    Returns
+    -------
+    dict
+        The manifest with ``spec.worker.replicas`` set to ``cfg["jobs"]`` and
+        :data:`WORKER_ENV` added to the worker container's ``env`` where missing.
+
+    Raises
+    ------
+    ClusterConfigError
+        When the manifest cannot be read, is not a ``DaskCluster`` of
+        ``kubernetes.dask.org/v1``, its scheduler service selects another
+        cluster name, or its worker does not run ``dask worker --nthreads 1``.
+    """
+    import yaml
+
+    path = Path(cfg["manifest"])
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ClusterConfigError(f"cluster.manifest: cannot read {str(path)!r}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise ClusterConfigError(f"cluster.manifest: {path} is not valid YAML: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("kind") != "DaskCluster":
+        raise ClusterConfigError(f"cluster.manifest: {path} must hold one resource of kind DaskCluster")
+    if doc.get("apiVersion") != "kubernetes.dask.org/v1":
+        raise ClusterConfigError(
+            f"cluster.manifest: apiVersion must be kubernetes.dask.org/v1, got {doc.get('apiVersion')!r}"
+        )
+    name = (doc.get("metadata") or {}).get("name")
+    if not isinstance(name, str) or not name:
+        raise ClusterConfigError("cluster.manifest: metadata.name (the cluster name) is missing")
+    spec = doc.get("spec")
+    if not (isinstance(spec, dict) and isinstance(spec.get("worker"), dict) and isinstance(spec.get("scheduler"), dict)):
+        raise ClusterConfigError("cluster.manifest: spec must have worker and scheduler")
+    _worker_container(spec["scheduler"], "spec.scheduler")
+    selector = ((spec["scheduler"].get("service") or {}).get("selector") or {})
+    selected = selector.get("dask.org/cluster-name", name)
+    if selected != name:
+        raise ClusterConfigError(
+            f"cluster.manifest: spec.scheduler.service.selector dask.org/cluster-name is {selected!r} "
+            f"but metadata.name is {name!r}"
+        )
+    worker = _worker_container(spec["worker"], "spec.worker")
+    words = shlex.split(" ".join(str(w) for w in (worker.get("command") or []) + (worker.get("args") or [])))
+    runs_worker = "dask-worker" in words or any(a == "dask" and b == "worker" for a, b in zip(words, words[1:]))
+    one_thread = "--nthreads=1" in words or any(a == "--nthreads" and b == "1" for a, b in zip(words, words[1:]))
+    if not runs_worker or not one_thread:
+        raise ClusterConfigError(
+            "cluster.manifest: the worker container (spec.worker.spec.containers[0]) must run "
+            "`dask worker --nthreads 1`"
+        )
+    out = copy.deepcopy(doc)
+    if cfg.get("jobs") is not None:
+        out["spec"]["worker"]["replicas"] = cfg["jobs"]
+    container = out["spec"]["worker"]["spec"]["containers"][0]
+    env = container.get("env") or []
+    if not isinstance(env, list):
+        raise ClusterConfigError("cluster.manifest: spec.worker.spec.containers[0].env must be a list")
+    present = {e.get("name") for e in env if isinstance(e, dict)}
+    env = list(env) + [{"name": k, "value": v} for k, v in WORKER_ENV.items() if k not in present]
+    container["env"] = env
+    return out
+
+
+def cluster_from_config(cfg: dict, *, start: bool = True) -> Cluster:
+    """Build the cluster a validated config describes.
+
+    Parameters
+    ----------
+    cfg : dict
+        Result of :func:`load_cluster_config` (``jobs`` may have been changed since).
+    start : bool, default True
+        Ask for the workers: ``scale(jobs=...)`` or ``adapt(...)`` for slurm
+        and pbs. With ``False`` a slurm/pbs cluster submits no job (its
+        scheduler runs in this process; ``job_script()`` shows what would be
+        submitted). A kubernetes ``DaskCluster`` is created with ``jobs``
+        workers as the object is built, and a ``LocalCluster`` starts its
+        workers at once; ``start`` then only decides whether ``adapt`` is applied.
+
+    Returns
+    -------
+    distributed.deploy.Cluster
+        ``SLURMCluster``, ``PBSCluster``, ``dask_kubernetes.operator.KubeCluster``
+        or ``LocalCluster``; the caller closes it.
+
+    Raises
+    ------
+    ClusterConfigError
+        When the needed package is missing or ``options`` are refused.
+    """
     kind = cfg["kind"]
+    adapt = cfg.get("adapt")
     if kind in ("slurm", "pbs"):
         try:
             import dask_jobqueue
         except ImportError:
             raise ClusterConfigError("cluster.kind: slurm/pbs need dask-jobqueue (pip install dask-jobqueue)") from None
         cls = dask_jobqueue.SLURMCluster if kind == "slurm" else dask_jobqueue.PBSCluster
+        opts = jobqueue_options(cfg)
         try:
-            cluster = cls(**jobqueue_options(cfg))
-        except TypeError as exc:
+            # unknown keywords and missing cores/memory are raised (as ValueError or
+            # TypeError) before any scheduler is started
+            cluster = cls(**opts)
+        except (TypeError, ValueError) as exc:
             raise ClusterConfigError(f"cluster.options: {exc}") from None
         if start:
-            if cfg.get("adapt"):
-                cluster.adapt(**cfg["adapt"])
+            if adapt:
+                cluster.adapt(minimum_jobs=adapt.get("minimum"), maximum_jobs=adapt.get("maximum"))
             else:
-                cluster.scale(jobs=cfg["jobs"])
+                cluster.scale(jobs=cfg["jobs"] or 1)
         return cluster
     if kind == "kubernetes":
-        import yaml
-
+        manifest = kubernetes_manifest(cfg)
         try:
             from dask_kubernetes.operator import KubeCluster
         except ImportError:
-            raise ClusterConfigError("cluster.kind: kubernetes needs dask-kubernetes (pip install dask-kubernetes)") from None
-        manifest = yaml.safe_load(Path(cfg["manifest"]).read_text())
-        cluster = KubeCluster(custom_cluster_spec=manifest, **cfg["options"])
-        if start:
-            cluster.scale(cfg["jobs"])
+            raise ClusterConfigError(
+                "cluster.kind: kubernetes needs dask-kubernetes (pip install 'kngflow[cluster]')"
+            ) from None
+        try:
+            cluster = KubeCluster(custom_cluster_spec=manifest, **cfg["options"])
+        except TypeError as exc:
+            raise ClusterConfigError(f"cluster.options: {exc}") from None
+        if start and adapt:
+            cluster.adapt(minimum=adapt.get("minimum"), maximum=adapt.get("maximum"))
         return cluster
     opts = dict(cfg["options"])
-    opts.setdefault("n_workers", cfg["jobs"])
-    return local_cluster(**opts)
+    if cfg.get("jobs") is not None:
+        opts.setdefault("n_workers", cfg["jobs"])
+    opts.pop("threads_per_worker", None)
+    opts.pop("processes", None)
+    try:
+        cluster = local_cluster(**opts)
+    except TypeError as exc:
+        raise ClusterConfigError(f"cluster.options: {exc}") from None
+    if start and adapt:
+        cluster.adapt(**adapt)
+    return cluster
 
 
-def local_cluster(workers: int | None = None, *, dashboard_address: str | None = ":8787", **kwargs):
-    """``LocalCluster`` with one single-threaded worker process per core (numba threads = 1)."""
+def local_cluster(
+    workers: int | None = None, *, dashboard_address: str | None = ":8787", **kwargs: Any
+) -> LocalCluster:
+    """``LocalCluster`` of single-threaded worker processes with :data:`WORKER_ENV` set.
+
+    Parameters
+    ----------
+    workers : int, optional
+        Number of worker processes (``n_workers`` in ``kwargs`` wins); default
+        one per core.
+    dashboard_address : str or None, default ":8787"
+        Dashboard address; ``None`` for no dashboard.
+    **kwargs
+        Further ``LocalCluster`` keywords (``memory_limit``, ``local_directory`` ...).
+
+    Returns
+    -------
+    distributed.LocalCluster
+        A started cluster; the caller closes it.
+    """
     import dask
     from distributed import LocalCluster
 
@@ -165,8 +405,29 @@ def connect(
     workers: int | None = None,
     dashboard_address: str | None = ":8787",
     timeout: float = 60,
-):
-    """A ``distributed.Client`` for the chosen target; closes what it started."""
+) -> Iterator[Client]:
+    """A ``distributed.Client`` for the chosen target; closes what it started.
+
+    Parameters
+    ----------
+    scheduler : str, optional
+        Address of a running scheduler (``tcp://host:8786``).
+    scheduler_file : str, optional
+        Scheduler file written by ``dask scheduler --scheduler-file``.
+    cluster_file : str, optional
+        Deployment file (:func:`load_cluster_config`); ``workers`` overrides its ``jobs``.
+    workers : int, optional
+        Local workers (default one per core) or jobs of ``cluster_file``.
+    dashboard_address : str or None, default ":8787"
+        Dashboard of a local cluster (also for a local ``cluster_file``
+        without ``options.dashboard_address``).
+    timeout : float, default 60
+        Seconds to wait for the scheduler.
+
+    Yields
+    ------
+    distributed.Client
+    """
     from distributed import Client
 
     if scheduler:
@@ -179,10 +440,11 @@ def connect(
         return
     if cluster_file:
         cfg = load_cluster_config(cluster_file)
-        if workers and cfg["kind"] != "local":
+        if workers:
             cfg["jobs"] = workers
-        if workers and cfg["kind"] == "local":
-            cfg["options"]["n_workers"] = workers
+            cfg["options"].pop("n_workers", None)
+        if cfg["kind"] == "local":
+            cfg["options"].setdefault("dashboard_address", dashboard_address)
         cluster = cluster_from_config(cfg)
     else:
         cluster = local_cluster(workers, dashboard_address=dashboard_address)
