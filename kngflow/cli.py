@@ -7,6 +7,8 @@ Exit status: 0 success, 1 some cells failed (or the run was interrupted),
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import sys
 from pathlib import Path
 
@@ -35,6 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--scheduler", metavar="ADDR", help="address of a running Dask scheduler (tcp://host:8786)")
     target.add_argument("--scheduler-file", metavar="FILE", help="scheduler file written by `dask scheduler --scheduler-file`")
     target.add_argument("--cluster", metavar="FILE", help="deployment file, e.g. cluster/slurm.yaml")
+    run.add_argument(
+        "--connect-timeout", type=float, default=60.0, metavar="S",
+        help="seconds to wait for the Dask scheduler (default 60)",
+    )
     run.add_argument("--workers", type=int, metavar="N", help="local workers (default: one per core) or jobs for --cluster")
     run.add_argument("--dashboard-address", default=":8787", metavar="ADDR", help="local dashboard address (default :8787)")
     run.add_argument("--no-dashboard", action="store_true", help="start the local cluster without a dashboard")
@@ -58,10 +64,35 @@ def _err(msg: str) -> None:
     print(f"kngflow: error: {msg}", file=sys.stderr)
 
 
+def _check_scheduler_file(path) -> str | None:
+    """Why ``path`` is not a usable ``dask scheduler --scheduler-file`` file (None if it is)."""
+    p = Path(path)
+    if not p.exists():
+        return "does not exist"
+    try:
+        info = json.loads(p.read_text())
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    except ValueError:
+        return "is not a scheduler file (not JSON); write it with `dask scheduler --scheduler-file FILE`"
+    if not isinstance(info, dict) or not isinstance(info.get("address"), str) or not info["address"]:
+        return "is not a scheduler file (no scheduler address); write it with `dask scheduler --scheduler-file FILE`"
+    return None
+
+
+def _dashboard_link(client) -> str | None:
+    """The dashboard address, or None when the scheduler serves none."""
+    try:
+        return client.dashboard_link
+    except (KeyError, AttributeError, OSError):
+        return None
+
+
 def cmd_run(args) -> int:
     from kngflow.store import StoreError
     from kngflow.sweep import CostModel, SpecError, load_spec, prepare_store, run_sweep
     from kngflow.sweep.cluster import ClusterConfigError, connect, load_cluster_config
+    from kngflow.sweep.engine import check_store
 
     try:
         spec = load_spec(args.spec)
@@ -76,33 +107,53 @@ def cmd_run(args) -> int:
     if not args.task_seconds > 0 or args.retries < 0:
         _err("--task-seconds must be > 0 and --retries >= 0")
         return EXIT_BAD_INPUT
+    if not args.connect_timeout > 0:
+        _err(f"--connect-timeout must be > 0, got {args.connect_timeout}")
+        return EXIT_BAD_INPUT
     if args.cluster:
         try:
             load_cluster_config(args.cluster)
         except ClusterConfigError as exc:
             _err(str(exc))
             return EXIT_BAD_INPUT
-    if args.scheduler_file and not Path(args.scheduler_file).exists():
-        _err(f"--scheduler-file {args.scheduler_file} does not exist")
-        return EXIT_BAD_INPUT
+    if args.scheduler_file:
+        problem = _check_scheduler_file(args.scheduler_file)
+        if problem:
+            _err(f"--scheduler-file {args.scheduler_file} {problem}")
+            return EXIT_BAD_INPUT
     cost = CostModel(task_seconds=args.task_seconds)
-    try:
-        prepared = prepare_store(spec, args.store, replicate_chunk=args.replicate_chunk, cost=cost)
+    try:  # refuse a foreign store now; create or extend it only once connected
+        check_store(spec, args.store)
     except StoreError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
     dashboard = None if args.no_dashboard else args.dashboard_address
+    where = args.scheduler or args.scheduler_file or args.cluster or "local cluster"
     try:
-        with connect(
-            scheduler=args.scheduler,
-            scheduler_file=args.scheduler_file,
-            cluster_file=args.cluster,
-            workers=args.workers,
-            dashboard_address=dashboard,
-        ) as client:
-            nworkers = len(client.scheduler_info().get("workers", {}))
+        with contextlib.ExitStack() as stack:
+            try:
+                client = stack.enter_context(
+                    connect(
+                        scheduler=args.scheduler,
+                        scheduler_file=args.scheduler_file,
+                        cluster_file=args.cluster,
+                        workers=args.workers,
+                        dashboard_address=dashboard,
+                        timeout=args.connect_timeout,
+                    )
+                )
+            except OSError as exc:  # refused, unreachable, timed out (TimeoutError is an OSError)
+                _err(f"cannot connect to the Dask scheduler of {where}: {exc}")
+                return EXIT_BAD_INPUT
+            try:
+                prepared = prepare_store(spec, args.store, replicate_chunk=args.replicate_chunk, cost=cost)
+            except StoreError as exc:
+                _err(str(exc))
+                return EXIT_BAD_INPUT
+            nworkers = len(client.nthreads())
             print(f"scheduler {client.scheduler.address}; {nworkers} workers", flush=True)
-            link = client.dashboard_link if (args.scheduler or args.scheduler_file or args.cluster or dashboard) else None
+            remote = args.scheduler or args.scheduler_file or args.cluster
+            link = _dashboard_link(client) if (remote or dashboard) else None
             if link:
                 print(f"dashboard: {link}", flush=True)
             result = run_sweep(
@@ -123,7 +174,7 @@ def cmd_run(args) -> int:
         return EXIT_FAILED
     print(
         f"{result.done}/{result.total} cells done, {result.failed} failed "
-        f"({result.done - result.done_before} computed in {result.seconds:.1f} s, {result.tasks} tasks)",
+        f"({result.computed} computed in {result.seconds:.1f} s, {result.tasks} tasks)",
         flush=True,
     )
     if result.failures:

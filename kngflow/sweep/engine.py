@@ -25,7 +25,7 @@ from . import seeds
 from .plan import CostModel, Task, default_replicate_chunk, plan_tasks
 from .spec import Spec, parse_spec
 
-__all__ = ["prepare_store", "run_task", "run_sweep", "RunResult", "store_attrs", "SpecMismatch"]
+__all__ = ["check_store", "prepare_store", "run_task", "run_sweep", "RunResult", "store_attrs", "SpecMismatch"]
 
 #: Fallback when kngflow.samplers is not importable (the contract's codes).
 _DEFAULT_CODES = {"none": 0, "exact": 1, "gibbs": 2, "metropolis": 3}
@@ -116,6 +116,35 @@ def _diff_specs(old: dict, new: dict) -> list[str]:
     return why
 
 
+def check_store(spec: Spec, path) -> str:
+    """What :func:`prepare_store` would do, without writing anything.
+
+    Returns ``"create"``, ``"resume"`` or ``"extend"``; raises :class:`SpecMismatch`
+    (or :class:`~kngflow.store.StoreError` for a path that is no kngflow store)
+    exactly when :func:`prepare_store` would, so a caller can refuse bad input
+    before it starts a cluster or creates a store.
+    """
+    path = Path(path)
+    if not path.exists():
+        return "create"
+    meta = st.read_meta(path)
+    if meta.attrs.get("spec_hash") == spec.hash:
+        return "resume"
+    _raise_if_mismatch(meta, spec, path)
+    return "extend"
+
+
+def _raise_if_mismatch(meta, spec: Spec, path) -> None:
+    old = json.loads(meta.attrs["spec_canonical"])
+    why = _diff_specs(old, spec.canonical())
+    if why:
+        raise SpecMismatch(
+            f"store {path} was made from a different spec (hash {meta.attrs['spec_hash'][:12]}, "
+            f"this spec {spec.hash[:12]}); only adding n, epsilon, mechanisms or replicates is allowed:\n  - "
+            + "\n  - ".join(why)
+        )
+
+
 def prepare_store(spec: Spec, path, *, replicate_chunk: int | None = None, cost: CostModel | None = None):
     """Create the store for ``spec``, or check (and if needed extend) an existing one.
 
@@ -147,14 +176,7 @@ def prepare_store(spec: Spec, path, *, replicate_chunk: int | None = None, cost:
     meta = st.read_meta(path)
     if meta.attrs.get("spec_hash") == spec.hash:
         return meta, "resumed"
-    old = json.loads(meta.attrs["spec_canonical"])
-    why = _diff_specs(old, spec.canonical())
-    if why:
-        raise SpecMismatch(
-            f"store {path} was made from a different spec (hash {meta.attrs['spec_hash'][:12]}, "
-            f"this spec {spec.hash[:12]}); only adding n, epsilon, mechanisms or replicates is allowed:\n  - "
-            + "\n  - ".join(why)
-        )
+    _raise_if_mismatch(meta, spec, path)
     have = {d: set(meta.coords[d].tolist()) for d in ("mechanism", "n", "epsilon", "replicate")}
     new = {
         "mechanism": [x for x in spec.labels if x not in have["mechanism"]],
@@ -299,7 +321,13 @@ def mark_task_failed(store_path: str, meta, task: Task, message: str) -> list[di
 # --------------------------------------------------------------------------- client side
 @dataclass
 class RunResult:
-    """What a run did: counts over the whole store after the run, and its failures."""
+    """What a run did: counts over the whole store after the run, and its failures.
+
+    ``computed`` counts the cells that this run's tasks released (cells already
+    done in a task's region are skipped, not recomputed); ``done - done_before``
+    can be larger when another process wrote cells meanwhile (a task of a killed
+    client finishing on a worker).
+    """
 
     action: str
     total: int
@@ -309,6 +337,7 @@ class RunResult:
     tasks: int
     seconds: float
     failures: list = field(default_factory=list)
+    computed: int = 0
 
     @property
     def ok(self) -> bool:
@@ -355,11 +384,12 @@ def run_sweep(
             f"epsilon={meta.chunks['epsilon']}, n=1)"
         )
     failures: list[dict] = []
+    n_computed = 0
+    bar = None
     if tasks:
         if max_in_flight is None:
             nthreads = sum(client.nthreads().values()) or 1
             max_in_flight = max(4, 2 * nthreads)
-        bar = None
         if progress:
             from tqdm import tqdm
 
@@ -384,6 +414,7 @@ def run_sweep(
                 summary = fut.result()
                 failures.extend(summary["failures"])
                 n_failed += summary["failed"]
+                n_computed += summary["done"]
                 if bar is not None:
                     bar.update(summary["done"])
             else:
@@ -400,10 +431,13 @@ def run_sweep(
                 bar.set_postfix(failed=n_failed, refresh=False)
             if queue:
                 ac.add(submit())
-        if bar is not None:
-            bar.close()
         st.consolidate(store_path)
     done, failed = st.read_flags(store_path)
+    if bar is not None:
+        # the store is the truth: a task retried after its worker died may have
+        # found its cells already done (and reported none)
+        bar.n = int(np.count_nonzero(done))
+        bar.close()
     res = RunResult(
         action=action,
         total=total,
@@ -413,5 +447,6 @@ def run_sweep(
         tasks=len(tasks),
         seconds=time.perf_counter() - t0,
         failures=failures,
+        computed=n_computed,
     )
     return res

@@ -1,0 +1,492 @@
+"""Integration: ``kngflow run`` against a real ``dask scheduler`` and real ``dask worker`` processes.
+
+One scheduler and its workers (started with ``--scheduler-file`` on 127.0.0.1, each in its
+own process group) serve the whole module.  The study is small but has many tasks
+(``--task-seconds 0.001 --replicate-chunk 1``) and a Metropolis mechanism that makes each
+task last tens of milliseconds, so that a process can be killed while some, but not all,
+cells are done.  Every store is compared with an uninterrupted reference run bit for bit
+(``seconds`` is wall time and only compared where it proves a cell was not recomputed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from kngflow import store as st
+from kngflow.sweep.cluster import WORKER_ENV
+
+pytestmark = pytest.mark.slow
+
+DETERMINISTIC = [v for v in st.VARIABLES if v != "seconds"] + ["theta_star"]
+ALL_VARIABLES = list(st.VARIABLES) + ["theta_star"]
+
+SPEC = """\
+name = "integration"
+seed = 4242
+
+[problem]
+name = "linear"
+d = 3
+protocol = "paper"
+
+[grid]
+n = [50, 1_000, 100_000]
+epsilon = {epsilon}
+replicates = {replicates}
+
+[sampler]
+steps = 200
+
+[[mechanisms]]
+label = "nonprivate"
+kind = "nonprivate"
+
+[[mechanisms]]
+label = "kng"
+kind = "kng"
+norm = "linf"
+bound = 1.0
+
+[[mechanisms]]
+label = "kng_mh"
+kind = "kng"
+norm = "linf"
+bound = 1.0
+sampler = "metropolis"
+steps = 200_000
+"""
+EPSILON = (0.5, 2.0)
+REPLICATES = 12
+N_VALUES = (50, 1_000, 100_000)
+LABELS = ("nonprivate", "kng", "kng_mh")
+TOTAL = len(LABELS) * len(N_VALUES) * len(EPSILON) * REPLICATES
+SMALL_TASKS = ("--task-seconds", "0.001", "--replicate-chunk", "1")
+TIMEOUT = 120  # seconds; a hang fails the test instead of blocking the run
+
+
+def spec_text(epsilon=EPSILON, replicates=REPLICATES) -> str:
+    return SPEC.format(epsilon=list(epsilon), replicates=replicates)
+
+
+def kngflow_command() -> list[str]:
+    exe = Path(sys.executable).with_name("kngflow")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "kngflow.cli"]
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group of ``proc`` (started with ``start_new_session``) and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail
+        pass
+
+
+class DaskProcesses:
+    """A real ``dask scheduler`` and ``dask worker`` processes on 127.0.0.1."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.scheduler_file = root / "scheduler.json"
+        self.env = dict(os.environ, **WORKER_ENV)
+        self.env.pop("DASK_SCHEDULER_ADDRESS", None)
+        self.workers: dict[str, subprocess.Popen] = {}
+        self._count = 0
+        self.scheduler = None
+        self.client = None
+
+    def start(self) -> None:
+        from distributed import Client
+
+        self.scheduler = self._spawn(
+            "scheduler",
+            ["dask", "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+             "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(self.scheduler_file)],
+        )
+        deadline = time.monotonic() + 60
+        while not self._scheduler_file_ready():
+            if self.scheduler.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("dask scheduler did not start:\n" + self.log("scheduler"))
+            time.sleep(0.05)
+        self.address = json.loads(self.scheduler_file.read_text())["address"]
+        self.client = Client(scheduler_file=str(self.scheduler_file), timeout=60)
+
+    def _scheduler_file_ready(self) -> bool:
+        try:
+            return bool(json.loads(self.scheduler_file.read_text()).get("address"))
+        except (OSError, ValueError):
+            return False
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+        exe = Path(sys.executable).with_name(args[0])
+        log = open(self.root / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        try:
+            return subprocess.Popen(
+                [str(exe), *args[1:]], stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                cwd=self.root, start_new_session=True,
+            )
+        finally:
+            log.close()
+
+    def log(self, name: str) -> str:
+        p = self.root / f"{name}.log"
+        return p.read_text(errors="replace")[-4000:] if p.exists() else ""
+
+    def worker_names(self) -> dict[str, str]:
+        """``{address: name}`` of the workers the scheduler knows."""
+        info = self.client.scheduler_info(n_workers=-1)["workers"]
+        return {addr: str(w.get("name")) for addr, w in info.items()}
+
+    def scale(self, k: int) -> None:
+        """Exactly ``k`` workers connected (kill the newest ones or start more)."""
+        while len(self.workers) > k:
+            name = sorted(self.workers, key=lambda s: int(s[1:]))[-1]
+            kill_group(self.workers.pop(name))
+        while len(self.workers) < k:
+            self._count += 1
+            name = f"w{self._count}"
+            self.workers[name] = self._spawn(
+                name,
+                ["dask", "worker", "--nthreads", "1", "--no-dashboard", "--name", name, "--host", "127.0.0.1",
+                 "--local-directory", str(self.root / name), "--scheduler-file", str(self.scheduler_file)],
+            )
+        self.wait_for_workers(k)
+
+    def wait_for_workers(self, k: int, timeout: float = 60) -> None:
+        """Wait until the scheduler knows exactly the ``k`` workers started here."""
+        self.client.wait_for_workers(k, timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while set(self.worker_names().values()) != set(self.workers):
+            for name, proc in self.workers.items():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"dask worker {name} exited with {proc.returncode}:\n{self.log(name)}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"workers {sorted(self.workers)} != {self.worker_names()}")
+            time.sleep(0.05)
+
+    def kill_worker(self, name: str) -> None:
+        """kill -9 a worker (its nanny and worker process: the whole process group)."""
+        kill_group(self.workers.pop(name))
+
+    def wait_idle(self, timeout: float = 60) -> None:
+        """Wait until neither the scheduler nor any worker holds a task (orphans finished)."""
+
+        def scheduler_tasks(dask_scheduler):
+            return len(dask_scheduler.tasks)
+
+        def worker_tasks(dask_worker):
+            return len(dask_worker.state.tasks) + dask_worker.state.executing_count
+
+        deadline = time.monotonic() + timeout
+        quiet = 0
+        while quiet < 3:
+            busy = self.client.run_on_scheduler(scheduler_tasks) + sum(self.client.run(worker_tasks).values())
+            quiet = quiet + 1 if busy == 0 else 0
+            if time.monotonic() > deadline:
+                raise RuntimeError("the cluster did not become idle")
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        """Close the client, then kill -9 every worker and the scheduler (whatever was started)."""
+        try:
+            if self.client is not None:
+                self.client.close(timeout=10)
+        except Exception:  # noqa: BLE001 - teardown goes on
+            pass
+        finally:
+            for name in list(self.workers):
+                kill_group(self.workers.pop(name))
+            if self.scheduler is not None:
+                kill_group(self.scheduler)
+
+
+@pytest.fixture(scope="module")
+def dask_procs(tmp_path_factory):
+    procs = DaskProcesses(tmp_path_factory.mktemp("dask"))
+    try:
+        procs.start()
+        procs.scale(2)
+        yield procs
+    finally:
+        procs.close()
+
+
+def write_spec(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def run_cli(dask_procs, spec: Path, store: Path, *extra: str) -> subprocess.CompletedProcess:
+    cmd = [*kngflow_command(), "run", str(spec), "--store", str(store),
+           "--scheduler-file", str(dask_procs.scheduler_file), *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=dask_procs.env)
+
+
+def start_cli(dask_procs, spec: Path, store: Path, out: Path, *extra: str) -> subprocess.Popen:
+    cmd = [*kngflow_command(), "run", str(spec), "--store", str(store),
+           "--scheduler-file", str(dask_procs.scheduler_file), *extra]
+    with open(out.with_suffix(".out"), "wb") as so, open(out.with_suffix(".err"), "wb") as se:
+        return subprocess.Popen(cmd, stdout=so, stderr=se, env=dask_procs.env, start_new_session=True)
+
+
+def wait_partial(proc: subprocess.Popen, store: Path, out: Path) -> int:
+    """Poll the store's done flags until some but not all cells are done; return the count."""
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(
+                "the run ended before it could be interrupted (rc "
+                f"{proc.returncode}):\n{out.with_suffix('.out').read_text()}{out.with_suffix('.err').read_text()}"
+            )
+        if (store / "zarr.json").exists():
+            try:
+                done, _ = st.read_flags(store)
+            except Exception:  # noqa: BLE001 - the template may be in the middle of being written
+                done = None
+            if done is not None and 0 < np.count_nonzero(done) < done.size:
+                return int(np.count_nonzero(done))
+        time.sleep(0.01)
+    kill_group(proc)
+    pytest.fail("no cell was done in time")
+
+
+def counts(stdout: str) -> dict:
+    """The counts ``kngflow run`` prints: before (start line) and after (final line)."""
+    start = re.search(r": (created|resumed|extended); (\d+)/(\d+) cells done, (\d+) to compute", stdout)
+    end = re.search(r"^(\d+)/(\d+) cells done, (\d+) failed \((\d+) computed", stdout, re.M)
+    assert start and end, stdout
+    return {
+        "action": start.group(1),
+        "done_before": int(start.group(2)),
+        "total": int(start.group(3)),
+        "to_compute": int(start.group(4)),
+        "done": int(end.group(1)),
+        "failed": int(end.group(3)),
+        "computed": int(end.group(4)),
+    }
+
+
+def load(store: Path) -> xr.Dataset:
+    with st.open_dataset(store) as ds:
+        return ds.load()
+
+
+def assert_same(a: xr.Dataset, b: xr.Dataset, variables=DETERMINISTIC, *, subset=False) -> None:
+    """Bit-for-bit equality (NaN-aware) after aligning ``b`` on ``a``'s coordinates.
+
+    With ``subset``, ``b`` may have more cells than ``a`` (an extended store).
+    """
+    for dim in ("mechanism", "n", "epsilon", "replicate"):
+        x, y = set(a[dim].values.tolist()), set(b[dim].values.tolist())
+        assert x <= y if subset else x == y, dim
+    b = b.sel(mechanism=a.mechanism, n=a.n, epsilon=a.epsilon, replicate=a.replicate)
+    for v in variables:
+        x, y = a[v].values, b[v].values
+        assert x.dtype == y.dtype, v
+        assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), v
+
+
+def assert_complete(ds: xr.Dataset) -> None:
+    assert (ds.done.values == 1).all() and (ds.failed.values == 0).all()
+    assert np.isfinite(ds.estimate.values).all() and np.isfinite(ds.error.values).all()
+    assert (ds.sampler.sel(mechanism="kng_mh").values == 3).all()  # Metropolis ran
+
+
+@pytest.fixture(scope="module")
+def reference(dask_procs, tmp_path_factory):
+    """An uninterrupted run of the study on two workers, many small tasks."""
+    tmp = tmp_path_factory.mktemp("reference")
+    spec = write_spec(tmp / "study.toml", spec_text())
+    store = tmp / "ref.zarr"
+    dask_procs.scale(2)
+    proc = run_cli(dask_procs, spec, store, *SMALL_TASKS)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ds = load(store)
+    assert_complete(ds)
+    return {"spec": spec, "store": store, "ds": ds, "proc": proc}
+
+
+def test_run_prints_addresses_progress_and_counts(reference, dask_procs):
+    out, err = reference["proc"].stdout, reference["proc"].stderr
+    assert f"scheduler {dask_procs.address}; 2 workers" in out
+    assert re.search(r"^dashboard: http://127\.0\.0\.1:\d+/status$", out, re.M), out
+    c = counts(out)
+    assert c == {"action": "created", "done_before": 0, "total": TOTAL, "to_compute": TOTAL,
+                 "done": TOTAL, "failed": 0, "computed": TOTAL}
+    assert f"{TOTAL}/{TOTAL} cells done, 0 failed" in out
+    assert re.search(rf"cells: 100%.*{TOTAL}/{TOTAL}", err), err[-2000:]  # the progress bar
+    assert "Traceback" not in err
+
+
+def test_status_after_run(reference):
+    proc = subprocess.run([*kngflow_command(), "status", str(reference["store"])],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    per = len(EPSILON) * REPLICATES
+    assert f"overall: {TOTAL} done, 0 failed, {TOTAL} total" in lines
+    rows = [ln.split() for ln in lines if re.match(r"^\s*\d+\s+\S+\s+\d+\s+\d+\s+\d+\s*$", ln)]
+    assert sorted((int(r[0]), r[1]) for r in rows) == sorted((n, m) for n in N_VALUES for m in LABELS)
+    for r in rows:
+        assert r[2:] == [str(per), "0", str(per)], r
+    assert "failures" not in proc.stdout
+
+
+def test_worker_killed_mid_sweep(reference, dask_procs, tmp_path):
+    dask_procs.scale(3)
+    spec, store, out = reference["spec"], tmp_path / "s.zarr", tmp_path / "run"
+    proc = start_cli(dask_procs, spec, store, out, *SMALL_TASKS)
+    try:
+        wait_partial(proc, store, out)
+        # kill -9 a worker that is running (or holding) a task of the sweep right now
+        names = dask_procs.worker_names()
+        busy = [names[addr] for addr, keys in dask_procs.client.processing().items() if keys and addr in names]
+        assert busy, "no worker was processing a task"
+        victim = busy[0]
+        dask_procs.kill_worker(victim)
+        done_at_kill = int(np.count_nonzero(st.read_flags(store)[0]))
+        assert done_at_kill < TOTAL, "the sweep finished before the worker was killed"
+        rc = proc.wait(timeout=TIMEOUT)
+    finally:
+        kill_group(proc)
+    text = out.with_suffix(".out").read_text() + out.with_suffix(".err").read_text()
+    assert rc == 0, text
+    assert f"{TOTAL}/{TOTAL} cells done, 0 failed" in text
+    assert re.search(rf"cells: 100%.*{TOTAL}/{TOTAL}", text)  # the progress bar ends at the store's count
+    assert victim not in dask_procs.worker_names().values()  # the worker is really gone
+    ds = load(store)
+    assert_complete(ds)
+    assert_same(reference["ds"], ds)
+    dask_procs.scale(2)
+
+
+def test_client_killed_then_resume(reference, dask_procs, tmp_path):
+    dask_procs.scale(2)
+    spec, store, out = reference["spec"], tmp_path / "s.zarr", tmp_path / "run"
+    proc = start_cli(dask_procs, spec, store, out, *SMALL_TASKS)
+    try:
+        wait_partial(proc, store, out)
+    finally:
+        kill_group(proc)  # kill -9 the client mid-sweep
+    assert proc.returncode == -signal.SIGKILL
+    # tasks already running on workers finish and write their regions; wait for them
+    dask_procs.wait_idle()
+    before = load(store)
+    done_before = int(before.done.sum())
+    assert 0 < done_before < TOTAL
+    assert int(before.failed.sum()) == 0
+    # unfinished cells read as missing
+    missing = before.done.values == 0
+    assert np.isnan(before.error.values[missing]).all() and (before.sampler.values[missing] == -1).all()
+    assert np.isfinite(before.error.values[~missing]).all()
+
+    status = subprocess.run([*kngflow_command(), "status", str(store)], capture_output=True, text=True,
+                            timeout=TIMEOUT)
+    assert status.returncode == 0, status.stderr
+    assert f"overall: {done_before} done, 0 failed, {TOTAL} total" in status.stdout
+    for n in N_VALUES:
+        for m in LABELS:
+            k = int(before.done.sel(n=n, mechanism=m).sum())
+            assert re.search(rf"^\s*{n}\s+{m}\s+{k}\s+0\s+{len(EPSILON) * REPLICATES}\s*$", status.stdout, re.M)
+
+    proc = run_cli(dask_procs, spec, store, *SMALL_TASKS)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    c = counts(proc.stdout)
+    assert c["action"] == "resumed"
+    assert c["done_before"] == done_before and c["total"] == TOTAL
+    assert c["to_compute"] == TOTAL - done_before
+    assert c["computed"] == TOTAL - done_before and c["done"] == TOTAL and c["failed"] == 0
+    after = load(store)
+    assert_complete(after)
+    # cells done before the restart were not recomputed: even their wall times are unchanged
+    kept = before.done.values == 1
+    assert np.array_equal(before.seconds.values[kept], after.seconds.values[kept])
+    assert_same(reference["ds"], after)
+
+
+def test_client_killed_then_resumed_at_once(reference, dask_procs, tmp_path):
+    """Re-run at once, while tasks of the killed client may still be running on workers."""
+    dask_procs.scale(2)
+    spec, store, out = reference["spec"], tmp_path / "s.zarr", tmp_path / "run"
+    proc = start_cli(dask_procs, spec, store, out, *SMALL_TASKS)
+    try:
+        wait_partial(proc, store, out)
+    finally:
+        kill_group(proc)
+    proc = run_cli(dask_procs, spec, store, *SMALL_TASKS)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    c = counts(proc.stdout)
+    assert c["action"] == "resumed" and 0 < c["done_before"] < TOTAL
+    assert c["done"] == TOTAL and c["failed"] == 0
+    assert c["computed"] <= TOTAL - c["done_before"]
+    after = load(store)
+    assert_complete(after)
+    assert_same(reference["ds"], after)
+    dask_procs.wait_idle()
+
+
+@pytest.mark.parametrize(
+    "workers, batching",
+    [
+        (1, ()),  # the default cost model: one task (and one chunk) per n
+        (2, ("--task-seconds", "0.001", "--replicate-chunk", "5")),  # a short last chunk
+        (3, ("--task-seconds", "0.2", "--replicate-chunk", "3", "--max-in-flight", "2")),
+    ],
+)
+def test_same_estimates_any_workers_and_batching(reference, dask_procs, tmp_path, workers, batching):
+    dask_procs.scale(workers)
+    store = tmp_path / "s.zarr"
+    proc = run_cli(dask_procs, reference["spec"], store, *batching)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"; {workers} workers" in proc.stdout
+    ds = load(store)
+    if "--replicate-chunk" in batching:
+        want = int(batching[batching.index("--replicate-chunk") + 1])
+        assert st.read_meta(store).chunks["replicate"] == want
+    assert_complete(ds)
+    assert_same(reference["ds"], ds)
+
+
+def test_extend_with_replicates_and_epsilon(reference, dask_procs, tmp_path):
+    dask_procs.scale(2)
+    store = tmp_path / "s.zarr"
+    steps = [
+        ("created", spec_text(epsilon=EPSILON[:1], replicates=REPLICATES - 2)),
+        ("extended", spec_text(epsilon=EPSILON[:1], replicates=REPLICATES)),  # two more replicates
+        ("extended", spec_text(epsilon=EPSILON, replicates=REPLICATES)),  # one more epsilon
+    ]
+    old = None
+    for i, (action, text) in enumerate(steps):
+        spec = write_spec(tmp_path / f"study{i}.toml", text)
+        # replicate chunks of 4: the last chunk of the first store (replicates 8, 9) is short, so
+        # the added replicates 10 and 11 share a chunk (and a task) with cells already done
+        proc = run_cli(dask_procs, spec, store, "--task-seconds", "0.001", "--replicate-chunk", "4")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        c = counts(proc.stdout)
+        new = load(store)
+        assert c["action"] == action and c["total"] == new.done.size
+        old_cells = 0 if old is None else old.done.size
+        assert c["done_before"] == old_cells
+        assert c["computed"] == new.done.size - old_cells and c["done"] == new.done.size
+        assert (new.done.values == 1).all()
+        assert st.read_meta(store).chunks["replicate"] == 4  # an extended store keeps its chunking
+        if old is not None:
+            # existing cells bit for bit, seconds included: they were not recomputed
+            assert_same(old, new, variables=ALL_VARIABLES, subset=True)
+        old = new
+    assert new.attrs["spec_hash"] == reference["ds"].attrs["spec_hash"]
+    assert_same(reference["ds"], new)
