@@ -77,6 +77,18 @@ def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _read_yaml(path: Path, field: str):
+    """The YAML document at ``path``; ClusterConfigError naming ``field`` if unreadable."""
+    import yaml
+
+    try:
+        return yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ClusterConfigError(f"{field}: cannot read {str(path)!r}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise ClusterConfigError(f"{field}: {path} is not valid YAML: {exc}") from None
+
+
 def load_cluster_config(path: str | os.PathLike) -> dict:
     """Read and validate a deployment file.
 
@@ -100,15 +112,8 @@ def load_cluster_config(path: str | os.PathLike) -> dict:
         When the file cannot be read or a field is invalid; the message starts
         with the field (``cluster.kind: ...``).
     """
-    import yaml
-
     p = Path(path)
-    try:
-        cfg = yaml.safe_load(p.read_text())
-    except OSError as exc:
-        raise ClusterConfigError(f"cluster: cannot read {str(p)!r}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise ClusterConfigError(f"cluster: {p} is not valid YAML: {exc}") from None
+    cfg = _read_yaml(p, "cluster")
     if not isinstance(cfg, dict):
         raise ClusterConfigError(f"cluster: {p} must hold a mapping with kind, jobs and options")
     for key in cfg:
@@ -233,15 +238,8 @@ def kubernetes_manifest(cfg: dict) -> dict:
         ``kubernetes.dask.org/v1``, its scheduler service selects another
         cluster name, or its worker does not run ``dask worker --nthreads 1``.
     """
-    import yaml
-
     path = Path(cfg["manifest"])
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ClusterConfigError(f"cluster.manifest: cannot read {str(path)!r}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise ClusterConfigError(f"cluster.manifest: {path} is not valid YAML: {exc}") from None
+    doc = _read_yaml(path, "cluster.manifest")
     if not isinstance(doc, dict) or doc.get("kind") != "DaskCluster":
         raise ClusterConfigError(f"cluster.manifest: {path} must hold one resource of kind DaskCluster")
     if doc.get("apiVersion") != "kubernetes.dask.org/v1":
