@@ -8,6 +8,8 @@ docstring states the density it samples and why it is ε-DP.
 
 from __future__ import annotations
 
+from numbers import Real
+
 import numpy as np
 
 from ..noise import knorm
@@ -270,10 +272,11 @@ class ExtendedObjectivePerturbation(_Linear):
 
     def __init__(self, *, norm="linf", q=0.5, bound=1.0, tol=1e-12, max_iter=100_000):
         self.norm = check_choice("norm", norm, _NORMS)
-        q = check_positive("q", q)
-        if not 0.0 < q < 1.0:
+        if not isinstance(q, Real) or isinstance(q, bool):
+            raise TypeError(f"q must be a real number in (0, 1), got {type(q).__name__}")
+        if not 0.0 < q < 1.0:  # also rejects NaN
             raise ValueError(f"q must lie in the open interval (0, 1), got {q!r}")
-        self.q = q
+        self.q = float(q)
         self.bound = check_positive("bound", bound)
         self.tol = check_positive("tol", tol)
         self.max_iter = check_int("max_iter", max_iter, 1)
