@@ -20,29 +20,18 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+import bench_cell  # same directory: the RNG floor is measured the same way in both benchmarks
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def rng_floor(rows_total: int, uniforms: int = 11, cores: int = 2, sample_rows: int = 20_000_000) -> dict:
-    """Seconds numpy needs for ``rows_total`` rows of ``uniforms`` uniforms + 1 normal, on ``cores``."""
-    rng = np.random.default_rng(0)
-    block = 1 << 16
-    U = np.empty((block, uniforms))
-    e = np.empty(block)
-    t0 = time.perf_counter()
-    done = 0
-    while done < sample_rows:
-        rng.random(out=U)
-        rng.standard_normal(out=e)
-        done += block
-    dt = time.perf_counter() - t0
-    per_row = dt / done
+def rng_floor(rows_total: int, uniforms: int, cores: int, sample_rows: int = 20_000_000) -> dict:
+    """Seconds numpy needs for ``rows_total`` rows on ``cores``, timed on a sample and extrapolated."""
+    per_row = bench_cell.rng_floor(sample_rows, uniforms=uniforms) / sample_rows
     return {"rows": rows_total, "rows_per_s_per_core": 1.0 / per_row, "seconds": rows_total * per_row / cores}
 
 
-def worker_peak_rss() -> dict:
+def worker_peak_rss() -> int:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB

@@ -187,7 +187,6 @@ def cmd_run(args) -> int:
 
 def status_text(path, max_messages: int = 20) -> str:
     """The ``kngflow status`` table as text."""
-    import numpy as np
 
     from kngflow.store import read_failures, read_flags, read_meta
 

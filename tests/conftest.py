@@ -1,8 +1,20 @@
-"""Shared test helpers (kept minimal): a tiny real study spec as TOML text."""
+"""Shared test helpers: a tiny real study spec, the real CLI, bit-for-bit store comparison."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
 import pytest
+import xarray as xr
+
+from kngflow import store as st
+
+#: Store variables that must match bit for bit between runs (``seconds`` is wall time).
+DETERMINISTIC = [v for v in st.VARIABLES if v != "seconds"] + ["theta_star"]
+ALL_VARIABLES = list(st.VARIABLES) + ["theta_star"]
 
 TINY_SPEC = """\
 name = "tiny"
@@ -56,3 +68,30 @@ bound = 1.0
 @pytest.fixture
 def spec_text():
     return tiny_spec
+
+
+def kngflow_command() -> list[str]:
+    """The installed ``kngflow`` entry point (``python -m kngflow.cli`` if there is none)."""
+    exe = Path(sys.executable).with_name("kngflow")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "kngflow.cli"]
+
+
+def kngflow_cli(*args, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
+    """Run the real CLI with ``args`` and capture its output."""
+    return subprocess.run([*kngflow_command(), *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, **kw)
+
+
+def assert_same(a: xr.Dataset, b: xr.Dataset, variables=DETERMINISTIC, *, subset=False) -> None:
+    """Bit-for-bit equality (NaN-aware) after aligning ``b`` on ``a``'s coordinates.
+
+    With ``subset``, ``b`` may have more cells than ``a`` (an extended store).
+    """
+    for dim in ("mechanism", "n", "epsilon", "replicate"):
+        x, y = set(a[dim].values.tolist()), set(b[dim].values.tolist())
+        assert x <= y if subset else x == y, dim
+    b = b.sel(mechanism=a.mechanism, n=a.n, epsilon=a.epsilon, replicate=a.replicate)
+    for v in variables:
+        x, y = a[v].values, b[v].values
+        assert x.dtype == y.dtype, v
+        assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), v

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import tiny_spec
+from conftest import kngflow_cli, kngflow_command, tiny_spec
 
 from kngflow import store as st
 from kngflow.sweep import CostModel, parse_spec, plan_tasks, prepare_store, run_task
@@ -28,16 +28,6 @@ from kngflow.sweep import CostModel, parse_spec, plan_tasks, prepare_store, run_
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "workflows" / "smoke.toml"
 TIMEOUT = 300
-
-
-def kngflow_command() -> list[str]:
-    exe = Path(sys.executable).with_name("kngflow")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "kngflow.cli"]
-
-
-def kngflow(*args, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([*kngflow_command(), *map(str, args)], capture_output=True, text=True,
-                          timeout=TIMEOUT, **kw)
 
 
 def snapshot(root: Path) -> dict:
@@ -115,14 +105,14 @@ def test_bad_spec_exits_2_and_touches_no_store(case, partial_store, tmp_path):
     # an existing store: not a byte nor an mtime changes
     _, store = partial_store
     before = snapshot(store)
-    proc = kngflow("run", spec, "--store", store, "--workers", 1, "--no-dashboard")
+    proc = kngflow_cli("run", spec, "--store", store, "--workers", 1, "--no-dashboard")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert_one_error(proc.stderr, rf"invalid spec {re.escape(str(spec))}: ", field, allowed)
     assert proc.stderr.count("\n") == 1  # one line
     assert proc.stdout == ""
     assert snapshot(store) == before
     # a new store path: nothing is created
-    proc = kngflow("run", spec, "--store", tmp_path / "new.zarr", "--workers", 1, "--no-dashboard")
+    proc = kngflow_cli("run", spec, "--store", tmp_path / "new.zarr", "--workers", 1, "--no-dashboard")
     assert proc.returncode == 2 and proc.stderr.count("error:") == 1, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"]
 
@@ -144,7 +134,7 @@ def test_store_of_another_spec_exits_2_untouched(change, why, partial_store, tmp
     other = tmp_path / "other.toml"
     other.write_text(change(spec_path.read_text()))
     before = snapshot(store)
-    proc = kngflow("run", other, "--store", store, "--workers", 1, "--no-dashboard")
+    proc = kngflow_cli("run", other, "--store", store, "--workers", 1, "--no-dashboard")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert_one_error(
         proc.stderr, r"was made from a different spec", r"only adding n, epsilon, mechanisms or replicates", why
@@ -186,7 +176,7 @@ def test_bad_arguments_exit_2_and_touch_no_store(args, message, partial_store, t
     listing = sorted(p.name for p in tmp_path.iterdir())
     before = snapshot(store)
     for target in (store, tmp_path / "new.zarr"):
-        proc = kngflow("run", spec, "--store", target, *args)
+        proc = kngflow_cli("run", spec, "--store", target, *args)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1, proc.stderr
         assert re.search(message, proc.stderr), proc.stderr
@@ -199,7 +189,7 @@ def test_store_path_that_is_no_store_exits_2_untouched(partial_store, tmp_path):
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "notes.txt").write_text("not a store\n")
     before = snapshot(tmp_path)
-    proc = kngflow("run", spec, "--store", tmp_path / "results", "--workers", 1, "--no-dashboard")
+    proc = kngflow_cli("run", spec, "--store", tmp_path / "results", "--workers", 1, "--no-dashboard")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert_one_error(proc.stderr, r"results is not a zarr store")
     assert snapshot(tmp_path) == before
@@ -223,7 +213,7 @@ def test_partial_store_reads_nan_and_status_counts(partial_store):
     assert np.isnan(ds.estimate.values[~done]).all() and np.isnan(ds.error.values[~done]).all()
     assert np.isnan(ds.seconds.values[~done]).all() and (ds.sampler.values[~done] == -1).all()
     assert np.isfinite(ds.estimate.values[done]).all() and np.isfinite(ds.error.values[done]).all()
-    proc = kngflow("status", store)
+    proc = kngflow_cli("status", store)
     assert proc.returncode == 0, proc.stderr
     assert f"overall: {done.sum()} done, 0 failed, {done.size} total" in proc.stdout
     for n in ds.n.values:
@@ -235,7 +225,7 @@ def test_partial_store_reads_nan_and_status_counts(partial_store):
 
 def test_smoke_run_on_local_cluster(tmp_path):
     store = tmp_path / "smoke.zarr"
-    proc = kngflow("run", SMOKE, "--store", store, "--workers", 1, "--no-dashboard")
+    proc = kngflow_cli("run", SMOKE, "--store", store, "--workers", 1, "--no-dashboard")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert re.search(r"^scheduler tcp://127\.0\.0\.1:\d+; 1 workers$", out, re.M), out
@@ -259,7 +249,7 @@ def test_smoke_run_on_local_cluster(tmp_path):
 
     # the same command again: nothing to compute, the store is not rewritten
     before = snapshot(store)
-    proc = kngflow("run", SMOKE, "--store", store, "--workers", 1, "--dashboard-address", "127.0.0.1:0")
+    proc = kngflow_cli("run", SMOKE, "--store", store, "--workers", 1, "--dashboard-address", "127.0.0.1:0")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(r"^dashboard: http://127\.0\.0\.1:\d+/status$", proc.stdout, re.M), proc.stdout
     assert "resumed; 32/32 cells done, 0 to compute in 0 tasks" in proc.stdout

@@ -8,29 +8,23 @@ non-private estimator falls towards 1 as n grows, and the exponential mechanism'
 stays well above 1 at the largest n.
 """
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import xarray as xr
+from conftest import kngflow_cli
 
 import kngflow.analysis  # noqa: F401  (registers ds.kng)
 
 SPEC = Path(__file__).resolve().parents[1] / "workflows" / "kng_linear.toml"
 
 
-def kngflow(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "kngflow.cli", *map(str, args)], capture_output=True,
-                          text=True, timeout=600, **kw)
-
-
 @pytest.fixture(scope="module")
 def figure1_store(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fig1")
     store = tmp / "kng_linear.zarr"
-    proc = kngflow("run", SPEC, "--store", store, "--workers", 2, "--no-dashboard")
+    proc = kngflow_cli("run", SPEC, "--store", store, "--workers", 2, "--no-dashboard", timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return store
 
@@ -57,7 +51,7 @@ def test_figure1_claims_on_real_store(figure1_store):
 
 
 def test_report_and_status_on_real_store(figure1_store, tmp_path):
-    proc = kngflow("report", figure1_store, "--out", tmp_path / "report")
+    proc = kngflow_cli("report", figure1_store, "--out", tmp_path / "report")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = (tmp_path / "report" / "report.md").read_text()
     assert "kng" in text and "exponential" in text and "slope" in text.lower()
@@ -68,5 +62,5 @@ def test_report_and_status_on_real_store(figure1_store, tmp_path):
         assert len(row) == 1 and row[0].count("±") == 2, section
     assert "log10 mean error ± MC SE" in text
     assert list((tmp_path / "report").glob("*.png"))
-    status = kngflow("status", figure1_store)
+    status = kngflow_cli("status", figure1_store)
     assert status.returncode == 0 and "2400 done, 0 failed, 2400 total" in status.stdout

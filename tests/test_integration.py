@@ -22,42 +22,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from conftest import ALL_VARIABLES, assert_same, kngflow_command, tiny_spec
 
 from kngflow import store as st
 from kngflow.sweep.cluster import WORKER_ENV
 
 pytestmark = pytest.mark.slow
 
-DETERMINISTIC = [v for v in st.VARIABLES if v != "seconds"] + ["theta_star"]
-ALL_VARIABLES = list(st.VARIABLES) + ["theta_star"]
-
-SPEC = """\
-name = "integration"
-seed = 4242
-
-[problem]
-name = "linear"
-d = 3
-protocol = "paper"
-
-[grid]
-n = [50, 1_000, 100_000]
-epsilon = {epsilon}
-replicates = {replicates}
-
-[sampler]
-steps = 200
-
-[[mechanisms]]
-label = "nonprivate"
-kind = "nonprivate"
-
-[[mechanisms]]
-label = "kng"
-kind = "kng"
-norm = "linf"
-bound = 1.0
-
+KNG_MH = """
 [[mechanisms]]
 label = "kng_mh"
 kind = "kng"
@@ -66,6 +38,7 @@ bound = 1.0
 sampler = "metropolis"
 steps = 200_000
 """
+SEED = 4242
 EPSILON = (0.5, 2.0)
 REPLICATES = 12
 N_VALUES = (50, 1_000, 100_000)
@@ -76,12 +49,7 @@ TIMEOUT = 120  # seconds; a hang fails the test instead of blocking the run
 
 
 def spec_text(epsilon=EPSILON, replicates=REPLICATES) -> str:
-    return SPEC.format(epsilon=list(epsilon), replicates=replicates)
-
-
-def kngflow_command() -> list[str]:
-    exe = Path(sys.executable).with_name("kngflow")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "kngflow.cli"]
+    return tiny_spec(seed=SEED, n=N_VALUES, epsilon=epsilon, replicates=replicates, extra=KNG_MH)
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -243,6 +211,16 @@ def start_cli(dask_procs, spec: Path, store: Path, out: Path, *extra: str) -> su
         return subprocess.Popen(cmd, stdout=so, stderr=se, env=dask_procs.env, start_new_session=True)
 
 
+def interrupt_client(dask_procs, spec: Path, store: Path, out: Path) -> subprocess.Popen:
+    """Start ``kngflow run`` with many small tasks and kill -9 it once some cells are done."""
+    proc = start_cli(dask_procs, spec, store, out, *SMALL_TASKS)
+    try:
+        wait_partial(proc, store, out)
+    finally:
+        kill_group(proc)
+    return proc
+
+
 def wait_partial(proc: subprocess.Popen, store: Path, out: Path) -> int:
     """Poll the store's done flags until some but not all cells are done; return the count."""
     deadline = time.monotonic() + TIMEOUT
@@ -283,21 +261,6 @@ def counts(stdout: str) -> dict:
 def load(store: Path) -> xr.Dataset:
     with st.open_dataset(store) as ds:
         return ds.load()
-
-
-def assert_same(a: xr.Dataset, b: xr.Dataset, variables=DETERMINISTIC, *, subset=False) -> None:
-    """Bit-for-bit equality (NaN-aware) after aligning ``b`` on ``a``'s coordinates.
-
-    With ``subset``, ``b`` may have more cells than ``a`` (an extended store).
-    """
-    for dim in ("mechanism", "n", "epsilon", "replicate"):
-        x, y = set(a[dim].values.tolist()), set(b[dim].values.tolist())
-        assert x <= y if subset else x == y, dim
-    b = b.sel(mechanism=a.mechanism, n=a.n, epsilon=a.epsilon, replicate=a.replicate)
-    for v in variables:
-        x, y = a[v].values, b[v].values
-        assert x.dtype == y.dtype, v
-        assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), v
 
 
 def assert_complete(ds: xr.Dataset) -> None:
@@ -377,11 +340,7 @@ def test_worker_killed_mid_sweep(reference, dask_procs, tmp_path):
 def test_client_killed_then_resume(reference, dask_procs, tmp_path):
     dask_procs.scale(2)
     spec, store, out = reference["spec"], tmp_path / "s.zarr", tmp_path / "run"
-    proc = start_cli(dask_procs, spec, store, out, *SMALL_TASKS)
-    try:
-        wait_partial(proc, store, out)
-    finally:
-        kill_group(proc)  # kill -9 the client mid-sweep
+    proc = interrupt_client(dask_procs, spec, store, out)  # kill -9 the client mid-sweep
     assert proc.returncode == -signal.SIGKILL
     # tasks already running on workers finish and write their regions; wait for them
     dask_procs.wait_idle()
@@ -422,11 +381,7 @@ def test_client_killed_then_resumed_at_once(reference, dask_procs, tmp_path):
     """Re-run at once, while tasks of the killed client may still be running on workers."""
     dask_procs.scale(2)
     spec, store, out = reference["spec"], tmp_path / "s.zarr", tmp_path / "run"
-    proc = start_cli(dask_procs, spec, store, out, *SMALL_TASKS)
-    try:
-        wait_partial(proc, store, out)
-    finally:
-        kill_group(proc)
+    interrupt_client(dask_procs, spec, store, out)
     proc = run_cli(dask_procs, spec, store, *SMALL_TASKS)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     c = counts(proc.stdout)

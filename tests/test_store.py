@@ -13,15 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import EXPONENTIAL, tiny_spec
+from conftest import ALL_VARIABLES, EXPONENTIAL, assert_same, tiny_spec
 
 from kngflow import store as st
 from kngflow.mechanisms import MECHANISMS
 from kngflow.sweep import CostModel, SpecMismatch, parse_spec, plan_tasks, prepare_store, run_task
 from kngflow.sweep.engine import mark_task_failed
-
-DETERMINISTIC = [v for v in st.VARIABLES if v != "seconds"] + ["theta_star"]
-
 
 def run_all(spec, path, *, cost=None, replicate_chunk=None, limit=None):
     """Prepare the store and run (up to ``limit``) planned tasks in this process."""
@@ -35,15 +32,6 @@ def run_all(spec, path, *, cost=None, replicate_chunk=None, limit=None):
 def chunk_files(path, var):
     root = Path(path) / var / "c"
     return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
-
-
-def assert_same(a: xr.Dataset, b: xr.Dataset, variables=DETERMINISTIC):
-    """Bit-for-bit equality (NaN-aware) after aligning b on a's coordinates."""
-    b = b.sel(mechanism=a.mechanism, n=a.n, epsilon=a.epsilon, replicate=a.replicate)
-    for v in variables:
-        x, y = a[v].values, b[v].values
-        assert x.dtype == y.dtype, v
-        assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), v
 
 
 def test_template(tmp_path):
@@ -179,7 +167,7 @@ def test_extend_keeps_existing_cells(tmp_path):
     assert new.attrs["spec_hash"] == bigger.hash
     assert json.loads(new.attrs["spec_history"]) == [spec.hash]
     # old cells bit for bit (seconds included: they were not recomputed)
-    assert_same(old, new, variables=[v for v in st.VARIABLES] + ["theta_star"])
+    assert_same(old, new, variables=ALL_VARIABLES, subset=True)
     assert (new.done.values == 1).all()
     assert sum(s["computed"] for s in summaries) == new.done.size - old.done.size
     # the extended store equals a fresh run of the bigger spec

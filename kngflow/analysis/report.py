@@ -248,7 +248,7 @@ def report_markdown(
                 "k": cov_all["n_valid"],
             }
         ).compute()
-        md += [f"## Coverage of the non-private 95% CI (Awan–Slavković Algorithm 4)", ""]
+        md += ["## Coverage of the non-private 95% CI (Awan–Slavković Algorithm 4)", ""]
         md.append(
             f"A DP estimate is inside when |estimate − {ref}| ≤ 1.96·ols_stderr, for the slopes (every "
             "coefficient but the intercept, coef 0). \"all\": every slope inside; \"average\": mean fraction of "

@@ -116,6 +116,23 @@ def _diff_specs(old: dict, new: dict) -> list[str]:
     return why
 
 
+def _inspect(spec: Spec, path: Path):
+    """``(action, meta)``: what the store at ``path`` needs for ``spec``; reads only metadata."""
+    if not path.exists():
+        return "create", None
+    meta = st.read_meta(path)
+    if meta.attrs.get("spec_hash") == spec.hash:
+        return "resume", meta
+    why = _diff_specs(json.loads(meta.attrs["spec_canonical"]), spec.canonical())
+    if why:
+        raise SpecMismatch(
+            f"store {path} was made from a different spec (hash {meta.attrs['spec_hash'][:12]}, "
+            f"this spec {spec.hash[:12]}); only adding n, epsilon, mechanisms or replicates is allowed:\n  - "
+            + "\n  - ".join(why)
+        )
+    return "extend", meta
+
+
 def check_store(spec: Spec, path) -> str:
     """What :func:`prepare_store` would do, without writing anything.
 
@@ -124,25 +141,7 @@ def check_store(spec: Spec, path) -> str:
     exactly when :func:`prepare_store` would, so a caller can refuse bad input
     before it starts a cluster or creates a store.
     """
-    path = Path(path)
-    if not path.exists():
-        return "create"
-    meta = st.read_meta(path)
-    if meta.attrs.get("spec_hash") == spec.hash:
-        return "resume"
-    _raise_if_mismatch(meta, spec, path)
-    return "extend"
-
-
-def _raise_if_mismatch(meta, spec: Spec, path) -> None:
-    old = json.loads(meta.attrs["spec_canonical"])
-    why = _diff_specs(old, spec.canonical())
-    if why:
-        raise SpecMismatch(
-            f"store {path} was made from a different spec (hash {meta.attrs['spec_hash'][:12]}, "
-            f"this spec {spec.hash[:12]}); only adding n, epsilon, mechanisms or replicates is allowed:\n  - "
-            + "\n  - ".join(why)
-        )
+    return _inspect(spec, Path(path))[0]
 
 
 def prepare_store(spec: Spec, path, *, replicate_chunk: int | None = None, cost: CostModel | None = None):
@@ -153,8 +152,11 @@ def prepare_store(spec: Spec, path, *, replicate_chunk: int | None = None, cost:
     study (anything but added n, ε, mechanisms or replicates).
     """
     path = Path(path)
-    problem = spec.problem()
-    if not path.exists():
+    action, meta = _inspect(spec, path)
+    if action == "resume":
+        return meta, "resumed"
+    if action == "create":
+        problem = spec.problem()
         rchunk = replicate_chunk or default_replicate_chunk(
             spec.n, len(spec.replicates), len(spec.mechanisms) * len(spec.epsilon), cost
         )
@@ -173,10 +175,6 @@ def prepare_store(spec: Spec, path, *, replicate_chunk: int | None = None, cost:
             variable_attrs=_variable_attrs(),
         )
         return meta, "created"
-    meta = st.read_meta(path)
-    if meta.attrs.get("spec_hash") == spec.hash:
-        return meta, "resumed"
-    _raise_if_mismatch(meta, spec, path)
     have = {d: set(meta.coords[d].tolist()) for d in ("mechanism", "n", "epsilon", "replicate")}
     new = {
         "mechanism": [x for x in spec.labels if x not in have["mechanism"]],
