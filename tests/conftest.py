@@ -13,8 +13,8 @@ import xarray as xr
 from kngflow import store as st
 
 #: Store variables that must match bit for bit between runs (``seconds`` is wall time).
-DETERMINISTIC = [v for v in st.VARIABLES if v != "seconds"] + ["theta_star"]
-ALL_VARIABLES = list(st.VARIABLES) + ["theta_star"]
+DETERMINISTIC = [v for v in st.VARIABLES if v != "seconds"] + ["scale", "ols_stderr", "theta_star"]
+ALL_VARIABLES = list(st.VARIABLES) + ["scale", "ols_stderr", "theta_star"]
 
 TINY_SPEC = """\
 name = "tiny"

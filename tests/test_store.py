@@ -43,7 +43,9 @@ def test_template(tmp_path):
     # no data chunk written by the template (compute=False)
     for v in ("estimate", "done", "error", "scale"):
         assert chunk_files(path, v) == []
-    for v, (dims, dtype, fill) in st.VARIABLES.items():
+    declared = {**st.VARIABLES, **st.check_data_variables(spec.problem().data_variables)}
+    assert set(declared) >= {"scale", "ols_stderr"}
+    for v, (dims, dtype, fill) in declared.items():
         meta_json = json.loads((path / v / "zarr.json").read_text())
         assert tuple(meta_json["dimension_names"]) == dims
         if dtype == "float64":

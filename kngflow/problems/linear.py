@@ -341,6 +341,19 @@ class LinearProblem:
         """Euclidean distance ``||estimate - theta*||_2`` (Algorithm 1, step 8)."""
         return float(np.linalg.norm(np.asarray(estimate, float) - self.theta_star))
 
+    @property
+    def data_variables(self) -> dict:
+        """Per-data-set store variables: name -> (dims, dtype, fill, attrs)."""
+        return {
+            "scale": (("n", "replicate"), "float64", np.nan, {"long_name": "scale of Y (R = max|Y| or the public bound)"}),
+            "ols_stderr": (
+                ("n", "replicate", "coef"),
+                "float64",
+                np.nan,
+                {"long_name": "classical OLS standard errors, original units"},
+            ),
+        }
+
     def data_summary(self, stats: LinearStats) -> dict:
         """``scale`` (R) and the classical OLS standard errors in original units."""
         return {"scale": float(stats.scale), "ols_stderr": ols_stderr(stats)}

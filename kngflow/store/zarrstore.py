@@ -42,6 +42,8 @@ __all__ = [
     "StoreError",
     "StoreMeta",
     "create_store",
+    "check_data_variables",
+    "data_variable_names",
     "read_meta",
     "extend_store",
     "read_flags",
@@ -59,7 +61,9 @@ CELL_DIMS = ("mechanism", "n", "epsilon", "replicate")
 DATA_DIMS = ("n", "replicate")
 FAILURES_GROUP = "_kngflow/failures"
 
-#: name -> (dims, dtype, fill value)
+#: Per-cell variables every store has: name -> (dims, dtype, fill value).  Per-data-set
+#: variables (over ``n, replicate`` and possibly ``coef``) are declared by the problem
+#: (``problem.data_variables``) and passed to :func:`create_store`.
 VARIABLES: dict[str, tuple[tuple[str, ...], str, float | int]] = {
     "estimate": (CELL_DIMS + ("coef",), "float64", np.nan),
     "error": (CELL_DIMS, "float64", np.nan),
@@ -69,8 +73,6 @@ VARIABLES: dict[str, tuple[tuple[str, ...], str, float | int]] = {
     "sampler": (CELL_DIMS, "int8", -1),
     "done": (CELL_DIMS, "int8", 0),
     "failed": (CELL_DIMS, "int8", 0),
-    "scale": (DATA_DIMS, "float64", np.nan),
-    "ols_stderr": (DATA_DIMS + ("coef",), "float64", np.nan),
 }
 RESULT_VARIABLES = tuple(k for k in VARIABLES if k != "done")
 COORD_DTYPES = {"mechanism": object, "n": np.int64, "epsilon": np.float64, "replicate": np.int64, "coef": np.int64}
@@ -124,8 +126,13 @@ def create_store(
     theta_star,
     attrs: dict,
     variable_attrs: dict | None = None,
+    data_variables: dict | None = None,
 ) -> StoreMeta:
     """Write the lazy template of a new store (no data chunks) and return its meta.
+
+    ``data_variables`` maps the names of per-data-set variables to ``(dims, dtype,
+    fill)`` with ``dims`` starting with ``("n", "replicate")`` (the problem's
+    ``data_variables``); they are stored next to the per-cell :data:`VARIABLES`.
 
     The template is written with ``to_zarr(..., compute=False)`` into a temporary
     sibling directory that is renamed into place, so a crash never leaves a half
@@ -151,7 +158,7 @@ def create_store(
     data_vars = {}
     encoding = {}
     variable_attrs = variable_attrs or {}
-    for name, (dims, dtype, fill) in VARIABLES.items():
+    for name, (dims, dtype, fill) in {**VARIABLES, **check_data_variables(data_variables or {})}.items():
         shape = tuple(sizes[d] for d in dims)
         ch = tuple(chunks[d] for d in dims)
         data_vars[name] = (dims, da.full(shape, fill, dtype=dtype, chunks=ch), variable_attrs.get(name, {}))
@@ -177,6 +184,30 @@ def create_store(
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return read_meta(path)
+
+
+def check_data_variables(data_variables: dict) -> dict:
+    """Validate per-data-set variable declarations ``name -> (dims, dtype, fill, ...)``."""
+    out = {}
+    for name, decl in data_variables.items():
+        dims, dtype, fill = tuple(decl[0]), str(decl[1]), decl[2]
+        if name in VARIABLES or name in CELL_DIMS + ("coef", "theta_star"):
+            raise ValueError(f"data variable {name!r} clashes with a store variable or dimension")
+        if dims[:2] != DATA_DIMS or not set(dims[2:]) <= {"coef"}:
+            raise ValueError(f"data variable {name!r}: dims must be ('n', 'replicate') or ('n', 'replicate', 'coef'), got {dims}")
+        out[name] = (dims, dtype, fill)
+    return out
+
+
+def data_variable_names(path) -> list[str]:
+    """Names of the per-data-set variables of the store at ``path`` (dims start with n, replicate)."""
+    g = _group(path)
+    names = []
+    for name, arr in g.arrays():
+        dims = tuple(arr.metadata.dimension_names or ())
+        if name not in VARIABLES and dims[:2] == DATA_DIMS:
+            names.append(name)
+    return sorted(names)
 
 
 def consolidate(path) -> None:
@@ -264,12 +295,15 @@ def check_aligned(meta: StoreMeta, region: dict) -> None:
 
 
 def _to_zarr_region(path, arrays: dict, region: dict) -> None:
+    g = _group(path)
     data_vars = {}
+    used = set()
     for name, values in arrays.items():
-        dims = VARIABLES[name][0]
-        data_vars[name] = (dims, np.asarray(values, dtype=VARIABLES[name][1]))
+        arr = g[name]
+        dims = tuple(arr.metadata.dimension_names)
+        data_vars[name] = (dims, np.asarray(values, dtype=arr.dtype))
+        used.update(dims)
     ds = xr.Dataset(data_vars)
-    used = {d for name in arrays for d in VARIABLES[name][0]}
     reg = {d: s for d, s in region.items() if d in used}
     with _quiet():
         ds.to_zarr(str(path), region=reg, mode="r+", consolidated=False)
@@ -280,7 +314,7 @@ def write_region(path, meta: StoreMeta, region: dict, results: dict, done: np.nd
 
     ``region`` maps each of ``mechanism, n, epsilon, replicate`` to a slice that
     must be chunk-aligned (:func:`check_aligned`); ``results`` maps variable
-    names to arrays shaped like the region (``scale``/``ols_stderr`` over
+    names to arrays shaped like the region (per-data-set variables over
     ``n, replicate`` only).  Results go first: ``done`` is only set once the
     values it vouches for are on disk.
     """

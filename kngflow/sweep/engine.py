@@ -74,25 +74,42 @@ def store_attrs(spec: Spec, history: list | None = None) -> dict:
     }
 
 
-def _variable_attrs() -> dict:
+def _data_variables(problem) -> dict:
+    """The problem's per-data-set store variables: name -> (dims, dtype, fill)."""
+    return st.check_data_variables(getattr(problem, "data_variables", {}))
+
+
+#: Variable attribute ``privacy``: only ``estimate`` is a differentially private release.
+NOT_PRIVATE = (
+    "not private: depends on the data; a diagnostic for simulation studies on synthetic data, "
+    "never to be published for real data"
+)
+
+
+def _variable_attrs(problem) -> dict:
     codes = _sampler_codes()
     items = sorted(codes.items(), key=lambda kv: kv[1])
-    return {
+    attrs = {
         "sampler": {
             "flag_values": [-1] + [int(v) for _, v in items],
             "flag_meanings": " ".join(["not_computed"] + [k for k, _ in items]),
             "long_name": "sampler that produced the release (kngflow.samplers.SAMPLER_CODES)",
+            "privacy": NOT_PRIVATE,
         },
         "done": {"flag_values": [0, 1], "flag_meanings": "missing done"},
         "failed": {"flag_values": [0, 1], "flag_meanings": "ok failed_after_retries"},
-        "estimate": {"long_name": "released estimate, original units"},
-        "error": {"long_name": "||estimate - theta_star||_2"},
-        "seconds": {"long_name": "wall seconds of the release (excludes data simulation)", "units": "s"},
-        "acceptance": {"long_name": "sampler acceptance rate"},
-        "steps": {"long_name": "sampler steps"},
-        "scale": {"long_name": "scale of Y (R = max|Y| or the public bound)"},
-        "ols_stderr": {"long_name": "classical OLS standard errors, original units"},
+        "estimate": {
+            "long_name": "released estimate, original units",
+            "privacy": "the release: epsilon-DP for every private mechanism (see the mechanism's docstring and caveats)",
+        },
+        "error": {"long_name": "||estimate - theta_star||_2", "privacy": "uses the true parameter; simulation metric"},
+        "seconds": {"long_name": "wall seconds of the release (excludes data simulation)", "units": "s", "privacy": NOT_PRIVATE},
+        "acceptance": {"long_name": "sampler acceptance rate", "privacy": NOT_PRIVATE},
+        "steps": {"long_name": "sampler steps", "privacy": NOT_PRIVATE},
     }
+    for name, decl in getattr(problem, "data_variables", {}).items():
+        attrs[name] = {**(dict(decl[3]) if len(decl) > 3 else {}), "privacy": NOT_PRIVATE}
+    return attrs
 
 
 def _diff_specs(old: dict, new: dict) -> list[str]:
@@ -172,7 +189,8 @@ def prepare_store(spec: Spec, path, *, replicate_chunk: int | None = None, cost:
             replicate_chunk=rchunk,
             theta_star=problem.theta_star,
             attrs=store_attrs(spec),
-            variable_attrs=_variable_attrs(),
+            variable_attrs=_variable_attrs(problem),
+            data_variables=_data_variables(problem),
         )
         return meta, "created"
     have = {d: set(meta.coords[d].tolist()) for d in ("mechanism", "n", "epsilon", "replicate")}
@@ -220,15 +238,15 @@ def run_task(store_path: str, spec_text: str, meta, task: Task) -> dict:
         return summary
     M, E, R = len(task.labels), len(task.epsilons), len(task.replicates)
     d = int(problem.d)
-    names = [v for v in st.VARIABLES if v not in ("done",)]
-    if not task.data_summary:
-        names = [v for v in names if v not in ("scale", "ols_stderr")]
+    data_vars = _data_variables(problem) if task.data_summary else {}
+    declared = {**{v: st.VARIABLES[v] for v in st.VARIABLES if v != "done"}, **data_vars}
+    names = list(declared)
     if done.any():
         res = st.read_region(store_path, region, names)
     else:
         res = {}
         for v in names:
-            dims, dtype, fill = st.VARIABLES[v]
+            dims, dtype, fill = declared[v]
             shape = tuple({"mechanism": M, "n": 1, "epsilon": E, "replicate": R, "coef": d}[x] for x in dims)
             res[v] = np.full(shape, fill, dtype=dtype)
     failures = []
@@ -240,8 +258,8 @@ def run_task(store_path: str, spec_text: str, meta, task: Task) -> dict:
             stats = problem.simulate(task.n, seeds.data_rng(spec.seed, spec.problem_name, task.n, rep))
             if task.data_summary:
                 summ = problem.data_summary(stats)
-                res["scale"][0, j] = float(summ["scale"])
-                res["ols_stderr"][0, j, :] = np.asarray(summ["ols_stderr"], dtype=np.float64)
+                for v in data_vars:
+                    res[v][0, j] = summ[v]
         except Exception as exc:  # noqa: BLE001 - recorded per cell
             msg = "simulate: " + _message(exc)
             for a in range(M):
