@@ -9,7 +9,9 @@ from __future__ import annotations
 import inspect
 
 from .base import Release
+from . import quantile, quantreg
 from .linear import KNG, Exponential, ExtendedObjectivePerturbation, NonPrivate, ObjectivePerturbation
+from .quantile import private_quantile
 
 MECHANISMS = {
     "linear": {
@@ -18,10 +20,12 @@ MECHANISMS = {
         "exponential": Exponential,
         "objective": ObjectivePerturbation,
         "objective_ext": ExtendedObjectivePerturbation,
-    }
+    },
+    "quantile": {"nonprivate": quantile.NonPrivate, "kng": quantile.KNG, "exponential": quantile.Exponential},
+    "quantreg": {"nonprivate": quantreg.NonPrivate, "kng": quantreg.KNG, "exponential": quantreg.Exponential},
 }
 
-__all__ = ["MECHANISMS", "Release", "get_mechanism", "allowed_options"]
+__all__ = ["MECHANISMS", "Release", "get_mechanism", "allowed_options", "private_quantile"]
 
 
 def allowed_options(problem: str, kind: str) -> list[str]:

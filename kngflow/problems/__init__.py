@@ -7,10 +7,12 @@
 from __future__ import annotations
 
 from .linear import LinearProblem
+from .quantile import QuantileProblem
+from .quantreg import QuantRegProblem
 
-PROBLEMS = {"linear": LinearProblem}
+PROBLEMS = {"linear": LinearProblem, "quantile": QuantileProblem, "quantreg": QuantRegProblem}
 
-__all__ = ["PROBLEMS", "get_problem", "LinearProblem"]
+__all__ = ["PROBLEMS", "get_problem", "LinearProblem", "QuantileProblem", "QuantRegProblem"]
 
 
 def get_problem(name: str, **options):
