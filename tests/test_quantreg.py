@@ -46,6 +46,14 @@ def test_lp_equals_statsmodels_quantreg(tau, n):
     assert check_loss(data, lp) <= check_loss(data, fit) + 1e-12
 
 
+@pytest.mark.parametrize("tau", [0.5, 0.15, 0.9])
+def test_lp_preprocessing_is_exact(tau):
+    """Portnoy-Koenker preprocessing returns the full LP's solution."""
+    data = sim(30_000, 17, tau)
+    full = quantreg_lp(data, direct_max=10**9)
+    np.testing.assert_allclose(quantreg_lp(data, direct_max=1000), full, rtol=0, atol=1e-12)
+
+
 def test_nonprivate_release_in_original_units():
     data = sim(500, 2)
     rel = get_mechanism("quantreg", "nonprivate").release(data, 1.0, np.random.default_rng(0))
@@ -308,3 +316,26 @@ def test_mechanism_bad_options():
     bad = sim(10, 0)._replace(y=np.full(10, 2.0))
     with pytest.raises(ValueError, match="data.X and data.y"):
         get_mechanism("quantreg", "exponential").release(bad, 1.0, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("case", ["uniform", "normal", "cauchy", "ties", "clustered", "constant", "one"])
+def test_bucket_argsort(case):
+    from kngflow.samplers.quantile import bucket_argsort
+
+    rng = np.random.default_rng(16)
+    m = 5000
+    keys = {
+        "uniform": rng.random(m),
+        "normal": rng.standard_normal(m),
+        "cauchy": rng.standard_cauchy(m),
+        "ties": np.round(rng.standard_normal(m), 1),
+        "clustered": np.concatenate([rng.random(m - 3) * 1e-9, [1e6, -1e6, 3.0]]),
+        "constant": np.full(m, 2.5),
+        "one": np.array([1.0]),
+    }[case]
+    m = keys.size
+    order = np.full(m + 3, -1, dtype=np.int64)
+    count = np.empty(m + 1, dtype=np.int64)
+    padded = np.concatenate([keys, [np.nan, np.nan]])  # only keys[:m] are read
+    bucket_argsort(padded, m, order, count)
+    np.testing.assert_array_equal(order[:m], np.argsort(keys, kind="stable"))
