@@ -339,3 +339,32 @@ def test_bucket_argsort(case):
     padded = np.concatenate([keys, [np.nan, np.nan]])  # only keys[:m] are read
     bucket_argsort(padded, m, order, count)
     np.testing.assert_array_equal(order[:m], np.argsort(keys, kind="stable"))
+
+
+# ------------------------------------------------------------------------ Engel data
+
+def engel_data(tau):
+    from statsmodels.datasets import engel
+
+    df = engel.load_pandas().data  # ships with statsmodels: nothing is downloaded
+    x = (df["income"].to_numpy() - 1000.0) / 4000.0  # public centre and scale
+    X = np.column_stack([np.ones(len(x)), x])
+    return quantreg_data(X, df["foodexp"].to_numpy(), tau, y_bound=2500.0)
+
+
+@pytest.mark.parametrize("tau", [0.5, 0.9])
+def test_engel_lp_equals_statsmodels(tau):
+    data = engel_data(tau)
+    lp = get_mechanism("quantreg", "nonprivate").release(data, 1.0, np.random.default_rng(0)).estimate
+    fit = sm.QuantReg(data.y * data.scale, data.X).fit(q=tau, p_tol=1e-12, max_iter=20_000).params
+    np.testing.assert_allclose(lp, fit, rtol=1e-6)
+
+
+def test_engel_readme_example():
+    """The README's example runs: private releases inside Theta, in original units."""
+    data = engel_data(0.5)
+    rng = np.random.default_rng(7)
+    for kind in ("kng", "exponential"):
+        rel = get_mechanism("quantreg", kind, bound=2.0).release(data, 1.0, rng)
+        assert rel.info["sampler"] == "gibbs"
+        assert np.abs(rel.estimate / data.scale).sum() <= 2.0 + 1e-12
