@@ -73,6 +73,11 @@ class _QuantReg:
     def output_scale(self, data) -> float:
         return data.scale
 
+    def parameter_box(self, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """A box holding ``Theta`` (scaled units; for exact audits on a grid)."""
+        reach = self.bound if self.base == "uniform" else 8.0 * self.base_scale
+        return np.full(d, -reach), np.full(d, reach)
+
     def draw_gibbs(self, data, epsilon, rng, size, sweeps=None):
         """Final states of ``size`` exact coordinate-Gibbs chains started at 0 (scaled units)."""
         if self.base != "uniform":

@@ -39,6 +39,7 @@ Neighbouring data sets differ in one record ``(x_1, y_1) -> (x_1', y_1')``; writ
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from numbers import Real
@@ -298,6 +299,36 @@ class QuantRegProblem:
         return {
             "scale": (("n", "replicate"), "float64", np.nan, {"long_name": "scale of Y (R = max|Y| or the public bound)"}),
         }
+
+    def audit_records(self) -> tuple[np.ndarray, np.ndarray]:
+        """Records ``(x_1, ..., x_d, y)`` for privacy audits: ``(boundary, fill)``.
+
+        ``boundary``: ``x`` at the corners of the covariate cube ``{-1, 1}^d`` (where the
+        gradient's sensitivity ``2 max(tau, 1 - tau) sup ||x||_K`` is reached) and
+        ``y = ±y_max``; ``fill``: ``x`` in ``{-1, 0, 1}^d`` (``d <= 4``; corners and 0
+        beyond) and ``y`` in ``{-y_max, 0, y_max}``.  ``y_max`` is the public bound (1
+        under the paper protocol, whose scale ``max|y|`` depends on the data: boundary
+        records there also take ``y = ±y_max/10``, so one record can change the scale
+        tenfold).
+        """
+        ym = float(self.y_bound) if self.protocol == "public_bound" else 1.0
+        corners = np.array(list(itertools.product((-1.0, 1.0), repeat=self.d)))
+        xs = np.array(list(itertools.product((-1.0, 0.0, 1.0), repeat=self.d))) if self.d <= 4 else np.vstack(
+            [corners, np.zeros((1, self.d))]
+        )
+        ys_b, ys_f = [-ym, ym], [-ym, 0.0, ym]
+        if self.protocol == "paper":
+            ys_b += [-ym / 10, ym / 10]
+            ys_f = [-ym / 10, 0.0, ym / 10]
+        boundary = np.array([[*x, y] for x in corners for y in ys_b])
+        fill = np.array([[*x, y] for x in xs for y in ys_f])
+        return boundary, fill
+
+    def audit_data(self, records: np.ndarray) -> QuantRegData:
+        """Mechanism input for a data set given as records ``(m, d + 1)``, after the protocol."""
+        records = np.asarray(records, dtype=float)
+        y_bound = float(self.y_bound) if self.protocol == "public_bound" else None
+        return quantreg_data(records[:, :-1], records[:, -1], self.tau, y_bound=y_bound)
 
     def data_summary(self, data: QuantRegData) -> dict:
         return {"scale": float(data.scale)}
