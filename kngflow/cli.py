@@ -28,7 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Monte Carlo studies of differential-privacy mechanisms on Dask, stored in xarray/zarr.",
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}", help="print the version and exit")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = p.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", help="what to do; `kngflow COMMAND -h` for its options"
+    )
 
     run = sub.add_parser(
         "run",
