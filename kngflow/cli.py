@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -103,10 +104,17 @@ def _path_problem(option: str, path, *, directory: bool = True) -> str | None:
     """One line on why ``path`` given to ``option`` cannot be written (None if it can)."""
     from kngflow.store.lock import writable_problem
 
-    target = path if directory else Path(path).parent
-    if not directory and Path(path).is_dir():
-        return f"{option} {path} is a directory, not a file"
-    problem = writable_problem(target)
+    p = Path(path)
+    if directory:
+        problem = writable_problem(p)
+    elif p.is_dir():
+        problem = "is a directory, not a file"
+    elif not p.parent.is_dir():
+        problem = f"cannot be created: directory {p.parent} does not exist"
+    elif p.exists() and not os.access(p, os.W_OK):
+        problem = "is not writable"
+    else:
+        problem = writable_problem(p.parent) and f"cannot be created: directory {p.parent} is not writable"
     return f"{option} {path} {problem}" if problem else None
 
 
