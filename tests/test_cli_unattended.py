@@ -47,11 +47,11 @@ def one_error_line(proc, *patterns: str) -> str:
     return lines[0]
 
 
-def start_run(spec: Path, store: Path, *extra) -> subprocess.Popen:
+def start_run(spec: Path, store: Path, *extra, progress: bool = False) -> subprocess.Popen:
     """``kngflow run`` in its own session (process group), as a terminal would start it."""
     return subprocess.Popen(
         [*kngflow_command(), "run", str(spec), "--store", str(store), "--workers", "2", "--no-dashboard",
-         "--no-progress", *map(str, extra)],
+         *([] if progress else ["--no-progress"]), *map(str, extra)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
 
@@ -73,13 +73,15 @@ def worker_pids(proc: subprocess.Popen) -> list[int]:
 
 
 # ----------------------------------------------------------------------------- signals
-@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
-def test_signal_to_the_process_group_prints_one_line(sig, status, tmp_path):
+@pytest.mark.parametrize(
+    "sig, status, progress", [(signal.SIGINT, 130, True), (signal.SIGTERM, 143, False)], ids=["SIGINT", "SIGTERM"]
+)
+def test_signal_to_the_process_group_prints_one_line(sig, status, progress, tmp_path):
     """The terminal signals every process of the group (client, scheduler, nannies, workers)."""
     spec = tmp_path / "slow.toml"
     spec.write_text(SLOW_SPEC)
     store = tmp_path / "s.zarr"
-    proc = start_run(spec, store)
+    proc = start_run(spec, store, progress=progress)
     try:
         wait_computing(proc, store)
         workers = worker_pids(proc)
@@ -90,9 +92,12 @@ def test_signal_to_the_process_group_prints_one_line(sig, status, tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == status, out + err
-    assert err.splitlines() == [
-        f"kngflow: interrupted by {sig.name}; run the same command again to resume"
-    ], err
+    line = f"kngflow: interrupted by {sig.name}; run the same command again to resume"
+    if progress:  # the bar's updates (its \r read as newlines), its line ended, then the one line
+        lines = err.split("\n")
+        assert lines[-2:] == [line, ""] and all(x == "" or x.startswith("cells:") for x in lines[:-2]), err
+    else:
+        assert err.splitlines() == [line], err
     assert not lock_path(store).exists()
     time.sleep(1)
     assert not [p for p in workers if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
@@ -160,6 +165,7 @@ PREFLIGHT = {
     "unknown local option": (["--cluster", "{tmp}/colour.yaml"], r"cluster\.options\.colour: unknown option for kind local"),
     "unknown slurm option": (["--cluster", "{tmp}/slurm.yaml"], r"cluster\.options\.walltme: unknown option for kind slurm; did you mean walltime"),
     "log file is a directory": (["--log-file", "{tmp}"], r"--log-file \S+ is a directory"),
+    "log file directory missing": (["--log-file", "{tmp}/logs/run.log"], r"--log-file \S+ cannot be created: directory \S+logs does not exist"),
 }
 
 

@@ -71,6 +71,8 @@ def exit_on_signals(message: str) -> Iterator[None]:
             os._exit(128 + received[0])
         received.append(signum)
         silence()
+        if _stop_progress_bars():
+            sys.stderr.write("\n")  # end the bar's line
         print(f"kngflow: {message.format(signal=signal.Signals(signum).name)}", file=sys.stderr, flush=True)
         raise Interrupted(signum)
 
@@ -80,6 +82,16 @@ def exit_on_signals(message: str) -> Iterator[None]:
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+def _stop_progress_bars() -> bool:
+    """Freeze every tqdm bar shown (it will not be drawn again); whether there was one."""
+    tqdm = sys.modules.get("tqdm")
+    shown = False
+    for bar in list(tqdm.tqdm._instances) if tqdm else []:
+        shown = shown or not bar.disable
+        bar.disable = True
+    return shown
 
 
 def _terminal_handlers(logger: logging.Logger) -> list[logging.Handler]:
