@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="run (or resume, or extend) a study into a store",
         description="Run the study SPEC into the zarr store PATH. Re-running the same command resumes: "
         "only cells not done are computed. A spec that only adds n, epsilon, mechanisms or replicates "
-        "extends the store; any other change is refused.",
+        "extends the store; any other change is refused. One run at a time per store: the lock file "
+        "PATH.lock beside it says which run holds it.",
     )
     run.add_argument("spec", help="study spec (TOML), e.g. workflows/kng_linear.toml")
     run.add_argument("--store", required=True, metavar="PATH", help="zarr store directory (created if missing)")

@@ -23,6 +23,12 @@ Every worker runs one thread with :data:`WORKER_ENV` in its environment:
   and the worker ``replicas`` are set to ``jobs``;
 * local: ``LocalCluster(threads_per_worker=1, processes=True)`` with
   :data:`WORKER_ENV` set in each worker process before it starts.
+
+A file is checked completely when it is read, before anything starts: its
+fields, and the names of its ``options`` against the keyword arguments of the
+cluster class.  :func:`check_submit_command` refuses a slurm/pbs file where
+``sbatch``/``qsub`` is missing; :func:`check_address` and
+:func:`check_dashboard_address` check addresses given on the command line.
 """
 
 from __future__ import annotations
