@@ -4,8 +4,13 @@ Statistical checks use fixed seeds and a level of 1e-6 (KS); each has a negative
 (a wrong scale or law) that the same check must reject.
 """
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
+import xarray as xr
+from conftest import kngflow_cli
 from scipy import optimize, stats
 
 from kngflow.mechanisms import get_mechanism
@@ -13,6 +18,7 @@ from kngflow.mechanisms.geomedian import NonPrivate as GeoNonPrivate
 from kngflow.problems import get_problem
 from kngflow.problems.geomedian import geomedian_data, geomedian_gradient
 from kngflow.problems.mean import mean_data, norm_factor, radial_clip, row_norms
+from kngflow.sweep import load_spec
 
 LEVEL = 1e-6
 CORNER = {"linf": np.array([1.0, 1.0]), "l2": np.array([1.0, 1.0]) / np.sqrt(2), "l1": np.array([1.0, 0.0])}
@@ -242,3 +248,42 @@ def test_geomedian_problem_and_bad_input():
         geomedian_data(np.ones(3))
     with pytest.raises(ValueError, match="theta"):
         get_problem("geomedian", d=2, theta=[0.0])
+
+
+# ------------------------------------------------------------------ workflows and the real command line
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("name", ["kng_mean", "kng_geomedian"])
+def test_workflow_builds_its_problem_and_mechanisms(name):
+    spec = load_spec(ROOT / "workflows" / f"{name}.toml")
+    problem = spec.problem()
+    data = problem.simulate(50, np.random.default_rng(0))
+    for m in spec.mechanisms:
+        rel = get_mechanism(spec.problem_name, m.kind, **m.options).release(data, 1.0, np.random.default_rng(1))
+        assert rel.estimate.shape == (problem.d,) and np.isfinite(problem.error(rel.estimate))
+
+
+@pytest.mark.parametrize("name", ["kng_mean", "kng_geomedian"])
+def test_plugin_problem_runs_and_reports_through_the_cli(tmp_path, name):
+    """The engine, store and report run a new problem without knowing its name."""
+    text = (ROOT / "workflows" / f"{name}.toml").read_text()
+    text = re.sub(r"(?m)^n = .*$", "n = [20, 200]", text)
+    text = re.sub(r"(?m)^replicates = .*$", "replicates = 3", text).replace("steps = 1_000", "steps = 100")
+    spec = tmp_path / f"{name}.toml"
+    spec.write_text(text)
+    store = tmp_path / "s.zarr"
+    run = kngflow_cli("run", spec, "--store", store, "--workers", "1", "--no-dashboard", "--no-progress")
+    assert run.returncode == 0, run.stdout + run.stderr
+    ds = xr.open_zarr(store)
+    assert int(ds.done.sum()) == ds.done.size and not int(ds.failed.sum())
+    assert ds.attrs["problem"] == spec_problem(text)
+    assert np.isfinite(ds.error.values).all()
+    rep = kngflow_cli("report", store, "--out", tmp_path / "rep")
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    assert (tmp_path / "rep" / "report.md").exists() and (tmp_path / "rep" / "error_vs_n.png").exists()
+
+
+def spec_problem(text: str) -> str:
+    return re.search(r'(?m)^name = "(\w+)"', text.split("[problem]")[1]).group(1)
