@@ -54,6 +54,9 @@ __all__ = [
     "hessian_bound",
     "loss",
     "gradient",
+    "ols",
+    "ols_stderr",
+    "well_conditioned",
     "BLOCK_ROWS",
 ]
 
@@ -359,18 +362,37 @@ class LinearProblem:
         return {"scale": float(stats.scale), "ols_stderr": ols_stderr(stats)}
 
 
+#: Largest condition number of ``G`` for which ``G^{-1}`` is used: solving with it loses
+#: at most about ``1e8 * 2^-52 ≈ 2e-8`` relative accuracy.
+MAX_CONDITION = 1e8
+
+
+def well_conditioned(G: np.ndarray) -> bool:
+    """Whether ``G`` is invertible with condition number at most :data:`MAX_CONDITION`."""
+    return bool(np.linalg.cond(G) <= MAX_CONDITION)
+
+
 def ols(stats: LinearStats) -> np.ndarray:
-    """Unconstrained least squares in scaled units: ``G^{-1} c``."""
-    return np.linalg.solve(stats.G, stats.c)
+    """Unconstrained least squares in scaled units.
+
+    ``G^{-1} c`` when ``G`` is well conditioned; otherwise (a singular or ill-conditioned
+    ``X'X``, e.g. every row equal) the minimum-norm least-squares solution
+    ``G^+ c = X^+ y'`` (``G theta = c`` is always consistent: ``c = X'y'`` lies in the
+    range of ``X' = `` the range of ``G``).
+    """
+    if well_conditioned(stats.G):
+        return np.linalg.solve(stats.G, stats.c)
+    return np.linalg.lstsq(stats.G, stats.c, rcond=None)[0]
 
 
 def ols_stderr(stats: LinearStats) -> np.ndarray:
     """Classical OLS standard errors ``scale * sqrt(sigma^2 diag(G^{-1}))``, original units.
 
-    ``sigma^2 = RSS / (n - d)`` with ``RSS = yy - c' G^{-1} c``; NaN when ``n <= d``.
+    ``sigma^2 = RSS / (n - d)`` with ``RSS = yy - c' G^{-1} c``; NaN when ``n <= d`` or
+    when ``G`` is singular or ill conditioned (the coefficients are not identified).
     """
     d = stats.d
-    if stats.n <= d:
+    if stats.n <= d or not well_conditioned(stats.G):
         return np.full(d, np.nan)
     theta = ols(stats)
     rss = max(stats.yy - float(stats.c @ theta), 0.0)
