@@ -147,6 +147,10 @@ class _Sampled(_Linear):
                 return theta[0], {"sampler": "metropolis", "acceptance": float(acc[0]), "steps": self.steps}
         raise AssertionError("unreachable")
 
+    def parameter_box(self, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """Bounds ``(lo, hi)`` of a box holding ``Theta`` (for exact audits on a grid)."""
+        return np.full(d, -self.bound), np.full(d, self.bound)
+
     def log_density(self, stats, epsilon, theta):
         """Unnormalised log density at ``theta`` (..., d) in scaled units; -inf outside Theta.
 
@@ -304,6 +308,17 @@ class ExtendedObjectivePerturbation(_Linear):
     def sensitivity(self, d: int) -> float:
         return gradient_sensitivity(self.norm, d, self.bound)
 
+    def noise_law(self, d: int, epsilon: float) -> tuple[str, float, float]:
+        """``(norm, scale, share)`` of the K-norm noise added to the gradient.
+
+        ``V`` has density ∝ ``exp(-||V||_K / scale)``, ``scale = Delta_K / (eps q)``, and
+        pays for the ``share = q`` part of the budget: for adjacent data sets the noise
+        densities at the same output differ by at most
+        ``sup_theta ||grad l_n(D) - grad l_n(D')||_K / scale <= q eps`` (closed form,
+        checked by :func:`kngflow.audit.knorm_audit`).
+        """
+        return self.norm, self.sensitivity(d) / (epsilon * self.q), self.q
+
     def gamma(self, d: int, epsilon: float) -> float:
         """``lambda / (exp(eps (1 - q)) - 1)``; as ``lambda e^{-x} / (1 - e^{-x})`` for large
         ``x = eps (1 - q)``, where ``exp`` overflows (the result underflows towards 0)."""
@@ -314,7 +329,7 @@ class ExtendedObjectivePerturbation(_Linear):
 
     def _release(self, stats, epsilon, rng):
         d = stats.d
-        V = knorm(rng, self.norm, d, self.sensitivity(d) / (epsilon * self.q))
+        V = knorm(rng, self.norm, d, self.noise_law(d, epsilon)[1])
         H = 2.0 * stats.G + self.gamma(d, epsilon) * np.eye(d)
         h = 2.0 * stats.c - V
         theta = np.empty(d)
