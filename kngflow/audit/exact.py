@@ -58,20 +58,23 @@ class AuditResult:
     details: dict = field(default_factory=dict)
 
     def summary(self) -> str:
-        verdict = "PASS" if self.passed else "FLAGGED"
+        """Lines for people: the loss found, the limit, the pair and the verdict."""
         run = self.details.get("run_epsilon", self.epsilon)
-        ran = "" if run == self.epsilon else f" (run at epsilon={run:g})"
-        limit = self.details.get("limit", self.epsilon)
+        ran = "" if run == self.epsilon else f" run at epsilon={run:g}"
+        what = "privacy loss" if self.kind in ("exact", "knorm") else "privacy loss lower bound"
+        limit = f"declared epsilon {self.epsilon:g}"
+        if self.kind == "knorm":
+            limit = f"the noise's share {self.details['limit']:g} of epsilon {self.epsilon:g}"
         lines = [
             f"{self.kind} audit of {self.mechanism}{ran}",
-            f"  privacy loss {'lower bound' if self.kind != 'exact' and self.kind != 'knorm' else ''}"
-            f"{' ' if self.kind not in ('exact', 'knorm') else ''}{self.bound:.4f} vs declared {limit:g}"
-            f" (tolerance {self.tolerance:.2g}): {verdict}",
+            f"  {what} {self.bound:.4f} vs {limit} (tolerance {self.tolerance:.2g}): "
+            f"{'PASS' if self.passed else 'FLAGGED'}",
         ]
         if self.pair is not None:
             lines.append(f"  pair: {self.pair}")
         for name, (b, flag) in self.details.get("fields", {}).items():
-            lines.append(f"  field {name}: lower bound {b:.3f} -> {'DATA-DEPENDENT (not private)' if flag else 'no evidence'}")
+            verdict = "DATA-DEPENDENT (not private)" if flag else "no evidence of data dependence"
+            lines.append(f"  field {name}: lower bound {b:.3f} -> {verdict}")
         return "\n".join(lines)
 
 
