@@ -142,18 +142,24 @@ def _score(a: np.ndarray, b: np.ndarray, bins: int = 5) -> float:
     return best
 
 
-def _choose_pair(mechanism, problem, epsilon, rng, candidates, score_draws, extract, progress):
-    best, pair = -np.inf, None
-    for p in candidates:
-        D, D2 = p.datasets()
-        a = extract(*sample_releases(mechanism, problem, D, epsilon, rng, score_draws))
-        b = extract(*sample_releases(mechanism, problem, D2, epsilon, rng, score_draws))
-        s = _score(a, b)
-        if progress:
-            progress(2 * score_draws)
-        if s > best:
-            best, pair = s, p
-    return pair
+def _collect(mechanism, problem, epsilon, pair, *, draws, pilot, candidates, score_draws, seed, extract,
+             progress):
+    """The pair (chosen by ``extract``-ed scores when None) and the pilot and main samples
+    on both sides, each an ``(estimates, other outputs)`` tuple."""
+    rng = np.random.default_rng(seed)
+    if pair is None:
+        best = -np.inf
+        for p in candidate_pairs(problem, rng, candidates, problem.d):
+            a, b = (extract(*sample_releases(mechanism, problem, D, epsilon, rng, score_draws)) for D in p.datasets())
+            if progress:
+                progress(2 * score_draws)
+            s = _score(a, b)
+            if s > best:
+                best, pair = s, p
+    D, D2 = pair.datasets()
+    samples = [sample_releases(mechanism, problem, X, epsilon, rng, size, progress)
+               for size in (pilot, draws) for X in (D, D2)]
+    return pair, samples
 
 
 def blackbox_audit(
@@ -187,16 +193,9 @@ def blackbox_audit(
     progress : optional callable ``progress(releases_done)``.
     """
     run = float(epsilon if run_epsilon is None else run_epsilon)
-    rng = np.random.default_rng(seed)
-    est = lambda e, side: e  # noqa: E731
-    if pair is None:
-        pair = _choose_pair(mechanism, problem, run, rng, candidate_pairs(problem, rng, candidates, problem.d),
-                            score_draws, est, progress)
-    D, D2 = pair.datasets()
-    pa, _ = sample_releases(mechanism, problem, D, run, rng, pilot, progress)
-    pb, _ = sample_releases(mechanism, problem, D2, run, rng, pilot, progress)
-    a, _ = sample_releases(mechanism, problem, D, run, rng, draws, progress)
-    b, _ = sample_releases(mechanism, problem, D2, run, rng, draws, progress)
+    pair, samples = _collect(mechanism, problem, run, pair, draws=draws, pilot=pilot, candidates=candidates,
+                             score_draws=score_draws, seed=seed, extract=lambda e, side: e, progress=progress)
+    (pa, _), (pb, _), (a, _), (b, _) = samples
     bound = _test(a, b, pa, pb, bins, alpha)
     return AuditResult("black-box", repr(mechanism), float(epsilon), bound, 0.0, pair, bool(bound <= epsilon),
                        {"run_epsilon": run, "draws": draws, "alpha": alpha})
@@ -225,19 +224,13 @@ def side_channel_audit(
     record only: the audit passes when the record's bound is at most ε, whatever the
     diagnostics show — they are not part of the release.
     """
-    rng = np.random.default_rng(seed)
 
     def side_only(e, side):
         return np.column_stack([side[k] for k in sorted(side)])
 
-    if pair is None:
-        pair = _choose_pair(mechanism, problem, epsilon, rng, candidate_pairs(problem, rng, candidates, problem.d),
-                            score_draws, side_only, progress)
-    D, D2 = pair.datasets()
-    pa, sa = sample_releases(mechanism, problem, D, epsilon, rng, pilot, progress)
-    pb, sb = sample_releases(mechanism, problem, D2, epsilon, rng, pilot, progress)
-    a, ta = sample_releases(mechanism, problem, D, epsilon, rng, draws, progress)
-    b, tb = sample_releases(mechanism, problem, D2, epsilon, rng, draws, progress)
+    pair, samples = _collect(mechanism, problem, epsilon, pair, draws=draws, pilot=pilot, candidates=candidates,
+                             score_draws=score_draws, seed=seed, extract=side_only, progress=progress)
+    (pa, sa), (pb, sb), (a, ta), (b, tb) = samples
     level = alpha / (len(ta) + 1)
     record = _test(a, b, pa, pb, bins, level)
     fields = {}
