@@ -57,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="tables and figures of a store (kngflow.analysis.report)")
     report.add_argument("store", metavar="STORE")
     report.add_argument("--out", required=True, metavar="DIR")
+
+    from kngflow.audit import command as audit_command
+
+    audit_command.add_parser(sub)
     return p
 
 
@@ -266,6 +270,10 @@ def cmd_report(args) -> int:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "audit":
+        from kngflow.audit import command as audit_command
+
+        return audit_command.run(args)
     handler = {"run": cmd_run, "status": cmd_status, "report": cmd_report}[args.command]
     return handler(args)
 
