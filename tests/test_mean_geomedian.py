@@ -287,3 +287,26 @@ def test_plugin_problem_runs_and_reports_through_the_cli(tmp_path, name):
 
 def spec_problem(text: str) -> str:
     return re.search(r'(?m)^name = "(\w+)"', text.split("[problem]")[1]).group(1)
+
+
+# ------------------------------------------------------------------ kngflow.audit on the new problems
+
+
+@pytest.mark.parametrize(
+    "problem, kind, popts, mopts",
+    [
+        ("mean", "exponential", {"data_norm": "linf"}, {}),
+        ("mean", "exponential", {"data_norm": "l2"}, {}),
+        ("mean", "exponential", {"data_norm": "l1"}, {}),
+        ("geomedian", "kng", {}, {"norm": "l2", "bound": 1.0}),
+    ],
+)
+def test_exact_audit_passes_and_catches_2eps(problem, kind, popts, mopts):
+    from kngflow.audit import exact_audit
+
+    p = get_problem(problem, d=2, **popts)
+    m = get_mechanism(problem, kind, **mopts)
+    ok = exact_audit(m, p, 1.0, candidates=100, points=401)
+    assert ok.passed and ok.bound <= 1.0 + ok.tolerance, ok.summary()
+    bad = exact_audit(m, p, 1.0, run_epsilon=2.0, candidates=100, points=401)
+    assert not bad.passed, bad.summary()

@@ -78,8 +78,13 @@ class AuditResult:
         return "\n".join(lines)
 
 
-def _grid(mechanism, d: int, points: int) -> tuple[np.ndarray, np.ndarray]:
-    lo, hi = mechanism.parameter_box(d)
+def _grid(mechanism, problem, points: int) -> tuple[np.ndarray, np.ndarray]:
+    """Grids of ``points`` and about ``points / 2`` per axis over a box holding ``Theta``:
+    the mechanism's ``parameter_box(d)``, else the problem's ``parameter_box()`` (where
+    ``Theta`` is part of the declared domain)."""
+    d = problem.d
+    box = getattr(mechanism, "parameter_box", None)
+    lo, hi = box(d) if box else problem.parameter_box()
     axes = [np.linspace(lo[i], hi[i], points) for i in range(d)]
     mesh = np.stack(np.meshgrid(*axes, indexing="ij"), -1)
     return mesh, mesh[(slice(None, None, 2),) * d]
@@ -138,10 +143,10 @@ def exact_audit(
         raise ValueError("exact audits need a mechanism with log_density and a problem with d = 1 or 2")
     run = float(epsilon if run_epsilon is None else run_epsilon)
     points = points or (20001 if d == 1 else 801)
-    fine, coarse = _grid(mechanism, d, points)
+    fine, coarse = _grid(mechanism, problem, points)
     if pairs is None:
         pairs = candidate_pairs(problem, np.random.default_rng(seed), candidates, min_size=d)
-        search, _ = _grid(mechanism, d, 81 if d == 2 else 2001)
+        search, _ = _grid(mechanism, problem, 81 if d == 2 else 2001)
         scores = []
         for p in pairs:
             scores.append(_pair_loss(mechanism, problem, p, run, search, None)[0])

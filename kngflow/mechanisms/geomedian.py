@@ -70,3 +70,8 @@ class KNG(GenericKNG):
 
     def sensitivity(self, data) -> float:
         return gradient_sensitivity(self.norm, data.d)
+
+    def parameter_box(self, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """A box holding ``Theta`` (for exact audits on a grid)."""
+        reach = self.bound if self.base == "uniform" else 8.0 * self.base_scale
+        return np.full(d, -reach), np.full(d, reach)

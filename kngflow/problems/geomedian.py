@@ -214,3 +214,21 @@ class GeoMedianProblem:
 
     def data_summary(self, data) -> dict:
         return {}
+
+    def audit_records(self) -> tuple[np.ndarray, np.ndarray]:
+        """Records for privacy audits: ``(boundary, fill)``, rows ``x`` in ``R^d``.
+
+        The data domain is all of ``R^d``; one record moves the gradient most when its
+        unit vector ``u_i(theta)`` turns around, i.e. when it jumps between far-apart
+        points on either side of ``Theta``.  ``boundary``: ``±5 e_j`` and
+        ``±5 (1, ..., 1)/sqrt(d)``; ``fill``: those, 0, and ``±0.5 e_j`` (records inside
+        ``Theta``, where the others' unit vectors vary fastest).
+        """
+        axes = np.vstack([np.eye(self.d), -np.eye(self.d)])
+        diag = np.ones((1, self.d)) / np.sqrt(self.d)
+        boundary = 5.0 * np.vstack([axes, diag, -diag])
+        return boundary, np.vstack([boundary, np.zeros((1, self.d)), 0.5 * axes])
+
+    def audit_data(self, records: np.ndarray) -> GeoMedianData:
+        """Mechanism input for a data set given as records ``(m, d)``."""
+        return geomedian_data(records)

@@ -32,6 +32,7 @@ between the data norm and a norm ``K`` (``c = 1`` when ``K = D``; ``D = ℓ∞``
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from numbers import Real
@@ -220,3 +221,26 @@ class MeanProblem:
 
     def data_summary(self, data) -> dict:
         return {}
+
+    def audit_records(self) -> tuple[np.ndarray, np.ndarray]:
+        """Records for privacy audits: ``(boundary, fill)``, each row one ``x`` in ``R^d``.
+
+        ``boundary``: points of the sphere ``||x||_D = radius`` where one changed record
+        moves ``xbar`` farthest in some norm: ``±radius e_j`` and
+        ``radius (±1, ..., ±1) / ||(1, ..., 1)||_D`` (the ℓ∞ ball's corners; ``d <= 6``).
+        ``fill``: the boundary records and 0.
+        """
+        signs = np.array(list(itertools.product((-1.0, 1.0), repeat=min(self.d, 6))))
+        signs = np.hstack([signs, np.ones((len(signs), self.d - signs.shape[1]))])
+        corners = signs / float(row_norms(signs[0], self.data_norm))
+        axes = np.vstack([np.eye(self.d), -np.eye(self.d)])
+        boundary = self.radius * np.vstack([axes, corners])
+        return boundary, np.vstack([boundary, np.zeros((1, self.d))])
+
+    def audit_data(self, records: np.ndarray) -> MeanData:
+        """Mechanism input for a data set given as records ``(m, d)``."""
+        return mean_data(records, self.radius, self.data_norm)
+
+    def parameter_box(self) -> tuple[np.ndarray, np.ndarray]:
+        """A box holding the exponential mechanism's ``Theta`` (the data ball)."""
+        return np.full(self.d, -self.radius), np.full(self.d, self.radius)
