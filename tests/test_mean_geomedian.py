@@ -310,3 +310,19 @@ def test_exact_audit_passes_and_catches_2eps(problem, kind, popts, mopts):
     assert ok.passed and ok.bound <= 1.0 + ok.tolerance, ok.summary()
     bad = exact_audit(m, p, 1.0, run_epsilon=2.0, candidates=100, points=401)
     assert not bad.passed, bad.summary()
+
+
+@pytest.mark.parametrize("norm", ["linf", "l1"])
+def test_blackbox_audit_of_the_k_norm_mean(norm):
+    """The location family has no grid to normalise on R^d: black-box audit on the worst pair
+    (one record between opposite corners of the l_inf ball, two records in all)."""
+    from kngflow.audit import blackbox_audit
+    from kngflow.audit.pairs import parse_pair
+
+    p = get_problem("mean", d=2)
+    m = get_mechanism("mean", "kng", norm=norm)
+    pair = parse_pair("(0,0) + (1,1) -> (-1,-1)", 2)
+    ok = blackbox_audit(m, p, 1.0, pair=pair, draws=20_000)
+    assert ok.passed, ok.summary()
+    bad = blackbox_audit(m, p, 1.0, run_epsilon=2.0, pair=pair, draws=20_000)
+    assert not bad.passed, bad.summary()
