@@ -326,3 +326,24 @@ def test_blackbox_audit_of_the_k_norm_mean(norm):
     assert ok.passed, ok.summary()
     bad = blackbox_audit(m, p, 1.0, run_epsilon=2.0, pair=pair, draws=20_000)
     assert not bad.passed, bad.summary()
+
+
+def test_kngflow_audit_command_on_the_new_problems():
+    out = kngflow_cli("audit", "exponential", "--problem", "mean", "--problem-option", "data_norm=l2",
+                      "--draws", "500", "--no-progress")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "exact audit of Exponential" in out.stdout and out.stdout.strip().endswith("verdict: PASS (declared epsilon=1)")
+    # Theta = R^d: no grid audit; the black-box audit catches the 2 epsilon control
+    out = kngflow_cli("audit", "kng", "--problem", "mean", "--norm", "l1", "--run-epsilon", "2", "--draws", "20000",
+                      "--pair", "(0,0) + (1,1) -> (-1,-1)", "--no-progress")
+    assert out.returncode == 1 and "exact audit" not in out.stdout
+    assert "verdict: FLAGGED by black-box audit" in out.stdout
+    for args, message in [
+        (["kng", "--problem", "mean", "--protocol", "paper"], "--protocol: problem 'mean' has no data protocol option"),
+        (["kng", "--problem", "geomedian", "--option", "bound"], "--option must be KEY=VALUE"),
+        (["kng", "--problem", "geomedian", "--option", "radius=2"], "unknown option(s) ['radius']"),
+        (["kng", "--problem", "mean", "--problem-option", "data_norm=l7"], "data_norm must be one of"),
+    ]:
+        out = kngflow_cli("audit", *args)
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode == 2 and out.stdout == "" and len(lines) == 1 and message in lines[0], out.stderr

@@ -28,8 +28,12 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("mechanism", metavar="MECHANISM", help="mechanism kind, e.g. kng, exponential, objective")
     p.add_argument("--problem", default="linear", help="problem name (default linear)")
-    p.add_argument("--d", default="2", metavar="D", help="number of coefficients (default 2)")
-    p.add_argument("--protocol", default="public_bound", help="data protocol: public_bound (default) or paper")
+    p.add_argument("--d", default="2", metavar="D", help="number of coefficients, for problems with a dimension option (default 2)")
+    p.add_argument("--protocol", help="data protocol of the linear problem: public_bound (default) or paper")
+    p.add_argument("--problem-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="another option of the problem, the value in TOML syntax (e.g. data_norm=l2); repeatable")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="another option of the mechanism (e.g. bound=2 or steps=1000); repeatable")
     p.add_argument("--epsilon", default="1.0", metavar="E", help="declared epsilon (default 1)")
     p.add_argument("--run-epsilon", metavar="E", help="epsilon the mechanism runs at (negative control; default --epsilon)")
     p.add_argument("--norm", help="norm option of the mechanism (kng, objective_ext)")
@@ -57,6 +61,31 @@ def _number(name: str, text, kind=float, minimum=None):
     return value
 
 
+def _key_values(name: str, items: list[str]) -> dict:
+    """``KEY=VALUE`` strings as a dict; a value that is not TOML is taken as a string."""
+    import tomllib
+
+    out = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise _BadInput(f"--{name} must be KEY=VALUE, got {item!r}")
+        try:
+            value = tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = text.strip()
+        out[key.strip()] = value
+    return out
+
+
+def _problem_options(name: str) -> set[str]:
+    """Names of the options of problem ``name`` (empty for an unknown problem)."""
+    from kngflow.problems import PROBLEMS
+
+    fields = getattr(PROBLEMS.get(name), "__dataclass_fields__", {})
+    return {k for k, f in fields.items() if f.init}
+
+
 def _setup(args):
     from kngflow.mechanisms import get_mechanism
     from kngflow.problems import get_problem
@@ -72,22 +101,30 @@ def _setup(args):
     draws = _number("draws", args.draws, int, 100)
     seed = _number("seed", args.seed, int, 0)
     d = _number("d", args.d, int, 1)
-    opts = {}
+    opts = _key_values("option", args.option)
     if args.norm is not None:
         opts["norm"] = args.norm
     if args.q is not None:
         opts["q"] = _number("q", args.q)
+    prob_opts = _key_values("problem-option", args.problem_option)
+    fields = _problem_options(args.problem)
+    if "d" in fields:
+        prob_opts.setdefault("d", d)
+    if "protocol" in fields:
+        prob_opts.setdefault("protocol", args.protocol or "public_bound")
+        if prob_opts["protocol"] == "public_bound":
+            prob_opts.setdefault("y_bound", 1.0)
+    elif args.protocol is not None:
+        raise _BadInput(f"--protocol: problem {args.problem!r} has no data protocol option")
     try:
-        prob_opts = {"d": d, "protocol": args.protocol}
-        if args.protocol == "public_bound":
-            prob_opts["y_bound"] = 1.0
         problem = get_problem(args.problem, **prob_opts)
         mechanism = get_mechanism(args.problem, args.mechanism, **opts)
-        pair = parse_pair(args.pair, d + 1) if args.pair else None
+        width = problem.audit_records()[0].shape[1]
+        pair = parse_pair(args.pair, width) if args.pair else None
     except (TypeError, ValueError) as exc:
         raise _BadInput(str(exc).replace("\n", " ")) from None
-    if pair is not None and len(pair.rest) + 1 < d:
-        raise _BadInput(f"--pair: a data set needs at least d={d} records, got {len(pair.rest) + 1}")
+    if pair is not None and len(pair.rest) + 1 < problem.d:
+        raise _BadInput(f"--pair: a data set needs at least d={problem.d} records, got {len(pair.rest) + 1}")
     return problem, mechanism, pair, epsilon, run_eps, draws, seed
 
 
@@ -101,10 +138,10 @@ def run(args) -> int:
     from tqdm import tqdm
 
     from .blackbox import blackbox_audit, side_channel_audit
-    from .exact import exact_audit, knorm_audit
+    from .exact import exact_audit, exact_audit_applies, knorm_audit
 
     results = []
-    if hasattr(mechanism, "log_density") and problem.d <= 2:
+    if exact_audit_applies(mechanism, problem):
         results.append(exact_audit(mechanism, problem, epsilon, run_epsilon=run_eps, seed=seed,
                                    pairs=[pair] if pair else None))
     elif hasattr(mechanism, "noise_law"):

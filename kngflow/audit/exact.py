@@ -35,7 +35,7 @@ import numpy as np
 
 from .pairs import AdjacentPair, candidate_pairs
 
-__all__ = ["AuditResult", "exact_audit", "knorm_audit"]
+__all__ = ["AuditResult", "exact_audit", "exact_audit_applies", "knorm_audit", "parameter_box"]
 
 
 @dataclass
@@ -78,13 +78,26 @@ class AuditResult:
         return "\n".join(lines)
 
 
+def parameter_box(mechanism, problem):
+    """``(lo, hi)`` of a box holding ``Theta``, or None when there is none (``Theta = R^d``).
+
+    The mechanism's ``parameter_box(d)``, else the problem's ``parameter_box()`` (where
+    ``Theta`` is part of the declared domain).
+    """
+    if hasattr(mechanism, "parameter_box"):
+        return mechanism.parameter_box(problem.d)
+    return problem.parameter_box() if hasattr(problem, "parameter_box") else None
+
+
+def exact_audit_applies(mechanism, problem) -> bool:
+    """Whether :func:`exact_audit` can compute the law: ``log_density``, d <= 2, a bounded ``Theta``."""
+    return hasattr(mechanism, "log_density") and problem.d <= 2 and parameter_box(mechanism, problem) is not None
+
+
 def _grid(mechanism, problem, points: int) -> tuple[np.ndarray, np.ndarray]:
-    """Grids of ``points`` and about ``points / 2`` per axis over a box holding ``Theta``:
-    the mechanism's ``parameter_box(d)``, else the problem's ``parameter_box()`` (where
-    ``Theta`` is part of the declared domain)."""
+    """Grids of ``points`` and about ``points / 2`` per axis over :func:`parameter_box`."""
     d = problem.d
-    box = getattr(mechanism, "parameter_box", None)
-    lo, hi = box(d) if box else problem.parameter_box()
+    lo, hi = parameter_box(mechanism, problem)
     axes = [np.linspace(lo[i], hi[i], points) for i in range(d)]
     mesh = np.stack(np.meshgrid(*axes, indexing="ij"), -1)
     return mesh, mesh[(slice(None, None, 2),) * d]
@@ -139,8 +152,8 @@ def exact_audit(
     progress : optional callable ``progress(k)`` called after each pair is scored.
     """
     d = problem.d
-    if d not in (1, 2) or not hasattr(mechanism, "log_density"):
-        raise ValueError("exact audits need a mechanism with log_density and a problem with d = 1 or 2")
+    if not exact_audit_applies(mechanism, problem):
+        raise ValueError("exact audits need a mechanism with log_density on a bounded Theta and a problem with d = 1 or 2")
     run = float(epsilon if run_epsilon is None else run_epsilon)
     points = points or (20001 if d == 1 else 801)
     fine, coarse = _grid(mechanism, problem, points)

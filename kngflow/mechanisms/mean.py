@@ -89,6 +89,11 @@ class KNG:
         w = knorm(check_rng(rng), self.norm, data.d, 1.0 / a)
         return Release(data.xbar + w, {"sampler": "exact", "acceptance": 1.0, "steps": 1})
 
+    def parameter_box(self, d: int) -> None:
+        """None: ``Theta = R^d`` has no box, so there is no grid audit.  The privacy loss is
+        ``a ||xbar - xbar'||_K`` in closed form (tests) and audited black-box."""
+        return None
+
     def log_density(self, data, epsilon, theta):
         """Unnormalised log density ``-a ||xbar - theta||_K`` at ``theta`` (..., d)."""
         data = check_mean_data(data)
