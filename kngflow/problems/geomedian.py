@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from numbers import Real
 from typing import NamedTuple
 
 import numpy as np
 
 from .._jit import jit
+from .base import SimulatedProblem, check_dimension, check_finite_positive, check_vector
 
 __all__ = [
     "GeoMedianData",
@@ -148,7 +148,7 @@ def weiszfeld(X, tol, max_iter, out):
 
 
 @dataclass(frozen=True, kw_only=True)
-class GeoMedianProblem:
+class GeoMedianProblem(SimulatedProblem):
     """Simulated geometric-median estimation.
 
     ``x_i = theta + sigma z_i``, ``z_i ~ N(0, I_d)``: centrally symmetric about ``theta``,
@@ -168,33 +168,13 @@ class GeoMedianProblem:
     name: str = field(default="geomedian", init=False)
 
     def __post_init__(self):
-        if isinstance(self.d, bool) or not isinstance(self.d, (int, np.integer)) or self.d < 1:
-            raise ValueError(f"d must be an integer >= 1, got {self.d!r}")
-        object.__setattr__(self, "d", int(self.d))
-        if isinstance(self.sigma, bool) or not isinstance(self.sigma, Real) or not (math.isfinite(self.sigma) and self.sigma > 0):
-            raise ValueError(f"sigma must be a finite number > 0, got {self.sigma!r}")
-        object.__setattr__(self, "sigma", float(self.sigma))
-        theta = (0.0,) * self.d if self.theta is None else self.theta
-        if not isinstance(theta, (list, tuple)) or len(theta) != self.d or not all(
-            isinstance(t, Real) and not isinstance(t, bool) and math.isfinite(t) for t in theta
-        ):
-            raise ValueError(f"theta must be a list of {self.d} finite numbers, got {self.theta!r}")
-        object.__setattr__(self, "theta", tuple(float(t) for t in theta))
+        object.__setattr__(self, "d", check_dimension(self.d))
+        object.__setattr__(self, "sigma", check_finite_positive("sigma", self.sigma))
+        object.__setattr__(self, "theta", check_vector("theta", self.theta, self.d))
 
     @property
     def theta_star(self) -> np.ndarray:
         return np.array(self.theta)
-
-    @property
-    def caveats(self) -> str:
-        return ""
-
-    def check_n(self, n: int) -> None:
-        """Raise ValueError naming ``n`` unless ``n >= 1``."""
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-            raise TypeError(f"n must be an integer, got {type(n).__name__}")
-        if n < 1:
-            raise ValueError(f"n must be at least 1, got n={n}")
 
     def simulate(self, n: int, rng: np.random.Generator) -> GeoMedianData:
         """One data set (n, d) — the only copy of the data."""
@@ -203,17 +183,6 @@ class GeoMedianProblem:
         X *= self.sigma
         X += self.theta_star
         return GeoMedianData(X)
-
-    def error(self, estimate) -> float:
-        """``||estimate - theta*||_2``."""
-        return float(np.linalg.norm(np.asarray(estimate, float) - self.theta_star))
-
-    @property
-    def data_variables(self) -> dict:
-        return {}
-
-    def data_summary(self, data) -> dict:
-        return {}
 
     def audit_records(self) -> tuple[np.ndarray, np.ndarray]:
         """Records for privacy audits: ``(boundary, fill)``, rows ``x`` in ``R^d``.

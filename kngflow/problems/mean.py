@@ -35,10 +35,11 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from numbers import Real
 from typing import NamedTuple
 
 import numpy as np
+
+from .base import SimulatedProblem, check_dimension, check_finite_positive, check_vector
 
 __all__ = [
     "MeanData",
@@ -87,12 +88,6 @@ def loss_sensitivity(radius: float, data_norm: str, d: int) -> float:
     return (2.0 * radius * norm_factor(data_norm, "l2", d)) ** 2
 
 
-def _check_radius(radius) -> float:
-    if isinstance(radius, bool) or not isinstance(radius, Real) or not (math.isfinite(radius) and radius > 0):
-        raise ValueError(f"radius must be a finite number > 0, got {radius!r}")
-    return float(radius)
-
-
 def _check_norm(name: str, value) -> str:
     if value not in NORMS:
         raise ValueError(f"{name} must be one of {list(NORMS)}, got {value!r}")
@@ -118,7 +113,7 @@ def mean_data(x, radius, data_norm="linf") -> MeanData:
     Raises ValueError naming ``x`` (empty, not 2-D, NaN/inf, a record outside the ball of
     radius ``radius`` in ``data_norm``), ``radius`` or ``data_norm``.
     """
-    radius = _check_radius(radius)
+    radius = check_finite_positive("radius", radius)
     data_norm = _check_norm("data_norm", data_norm)
     x = np.asarray(x)
     if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
@@ -142,7 +137,7 @@ def radial_clip(e: np.ndarray, rho: float, norm: str) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class MeanProblem:
+class MeanProblem(SimulatedProblem):
     """Simulated mean estimation in a public ball.
 
     ``x_i = theta + e_i`` with ``e_i ~ N(0, sigma^2 I_d)`` shrunk along its ray onto the
@@ -165,20 +160,11 @@ class MeanProblem:
     name: str = field(default="mean", init=False)
 
     def __post_init__(self):
-        if isinstance(self.d, bool) or not isinstance(self.d, (int, np.integer)) or self.d < 1:
-            raise ValueError(f"d must be an integer >= 1, got {self.d!r}")
-        object.__setattr__(self, "d", int(self.d))
-        object.__setattr__(self, "radius", _check_radius(self.radius))
+        object.__setattr__(self, "d", check_dimension(self.d))
+        object.__setattr__(self, "radius", check_finite_positive("radius", self.radius))
         _check_norm("data_norm", self.data_norm)
-        if isinstance(self.sigma, bool) or not isinstance(self.sigma, Real) or not (math.isfinite(self.sigma) and self.sigma > 0):
-            raise ValueError(f"sigma must be a finite number > 0, got {self.sigma!r}")
-        object.__setattr__(self, "sigma", float(self.sigma))
-        theta = (0.0,) * self.d if self.theta is None else self.theta
-        if not isinstance(theta, (list, tuple)) or len(theta) != self.d or not all(
-            isinstance(t, Real) and not isinstance(t, bool) and math.isfinite(t) for t in theta
-        ):
-            raise ValueError(f"theta must be a list of {self.d} finite numbers, got {self.theta!r}")
-        theta = tuple(float(t) for t in theta)
+        object.__setattr__(self, "sigma", check_finite_positive("sigma", self.sigma))
+        theta = check_vector("theta", self.theta, self.d)
         if not float(row_norms(np.array(theta), self.data_norm)) < self.radius:
             raise ValueError(f"theta must lie strictly inside the data ball: ||theta||_{self.data_norm} < radius = {self.radius}")
         object.__setattr__(self, "theta", theta)
@@ -190,13 +176,6 @@ class MeanProblem:
     @property
     def caveats(self) -> str:
         return f"records in the public ball ||x||_{self.data_norm} <= {self.radius}; releases are DP for data in that ball."
-
-    def check_n(self, n: int) -> None:
-        """Raise ValueError naming ``n`` unless ``n >= 1``."""
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-            raise TypeError(f"n must be an integer, got {type(n).__name__}")
-        if n < 1:
-            raise ValueError(f"n must be at least 1, got n={n}")
 
     def simulate(self, n: int, rng: np.random.Generator) -> MeanData:
         """The mean of ``n`` simulated records, accumulated over chunks of :data:`CHUNK` rows."""
@@ -210,17 +189,6 @@ class MeanProblem:
             radial_clip(e, rho, self.data_norm)
             total += e.sum(axis=0)
         return MeanData(theta + total / n, int(n), self.radius, self.data_norm)
-
-    def error(self, estimate) -> float:
-        """``||estimate - theta*||_2``."""
-        return float(np.linalg.norm(np.asarray(estimate, float) - self.theta_star))
-
-    @property
-    def data_variables(self) -> dict:
-        return {}
-
-    def data_summary(self, data) -> dict:
-        return {}
 
     def audit_records(self) -> tuple[np.ndarray, np.ndarray]:
         """Records for privacy audits: ``(boundary, fill)``, each row one ``x`` in ``R^d``.
