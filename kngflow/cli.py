@@ -1,4 +1,4 @@
-"""``kngflow`` command line: run | status | report.
+"""``kngflow`` command line: run | status | report | audit.
 
 Exit status: 0 success; 1 some cells failed (``run``, ``status``); 2 bad input
 (invalid spec, a store made from another spec or in use by another run, a bad
@@ -75,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="tables and figures of a store (kngflow.analysis.report)")
     report.add_argument("store", metavar="STORE", help="zarr store written by kngflow run")
     report.add_argument("--out", required=True, metavar="DIR", help="directory for report.md and the figures (created)")
+
+    from kngflow.audit import command as audit_command
+
+    audit_command.add_parser(sub)
     return p
 
 
@@ -386,11 +390,17 @@ def cmd_report(args) -> int:
     return EXIT_OK
 
 
+def cmd_audit(args) -> int:
+    from kngflow.audit import command
+
+    return command.run(args)
+
+
 def main(argv=None) -> int:
     from kngflow.sweep.quiet import Interrupted, exit_on_signals
 
     args = build_parser().parse_args(argv)
-    handler = {"run": cmd_run, "status": cmd_status, "report": cmd_report}[args.command]
+    handler = {"run": cmd_run, "status": cmd_status, "report": cmd_report, "audit": cmd_audit}[args.command]
     hint = "; run the same command again to resume" if args.command == "run" else ""
     try:
         with exit_on_signals("interrupted by {signal}" + hint):

@@ -9,7 +9,9 @@ from __future__ import annotations
 import inspect
 
 from .base import Release
+from . import geomedian, mean, quantile, quantreg
 from .linear import KNG, Exponential, ExtendedObjectivePerturbation, NonPrivate, ObjectivePerturbation
+from .quantile import private_quantile
 
 MECHANISMS = {
     "linear": {
@@ -18,10 +20,14 @@ MECHANISMS = {
         "exponential": Exponential,
         "objective": ObjectivePerturbation,
         "objective_ext": ExtendedObjectivePerturbation,
-    }
+    },
+    "quantile": {"nonprivate": quantile.NonPrivate, "kng": quantile.KNG, "exponential": quantile.Exponential},
+    "quantreg": {"nonprivate": quantreg.NonPrivate, "kng": quantreg.KNG, "exponential": quantreg.Exponential},
+    "mean": {"nonprivate": mean.NonPrivate, "kng": mean.KNG, "exponential": mean.Exponential},
+    "geomedian": {"nonprivate": geomedian.NonPrivate, "kng": geomedian.KNG},
 }
 
-__all__ = ["MECHANISMS", "Release", "get_mechanism", "allowed_options"]
+__all__ = ["MECHANISMS", "Release", "get_mechanism", "allowed_options", "private_quantile"]
 
 
 def allowed_options(problem: str, kind: str) -> list[str]:

@@ -1,0 +1,203 @@
+"""KNG and the exponential mechanism written once against a problem's gradient and loss.
+
+A problem plugs in by subclassing :class:`GenericKNG` / :class:`GenericExponential` and
+supplying
+
+* ``check_data(data)`` — validate the opaque data object and return it;
+* ``kernel_args(data)`` — the tuple its jitted kernels take;
+* ``gradient`` (class attribute) — jitted ``gradient(theta, args, g)`` filling ``g``, or
+  ``loss`` — jitted ``loss(theta, args) -> float``;
+* ``sensitivity(data)`` — the K-norm sensitivity of the gradient, or of the loss,
+  derived in the problem's module;
+* optionally ``domain(data) -> (center, B)`` (default: the ℓ1 ball of radius ``bound``
+  around 0), ``output_scale(data)`` (default 1), and faster samplers
+  (``_draw_exact`` / ``_draw_gibbs``) listed in ``samplers``.
+
+Densities (``a`` the rate, base measure uniform on ``{||theta - center||_1 <= B}``, or
+with ``base="gaussian"`` a ``N(center, base_scale^2 I)`` on ``R^d``):
+
+* KNG: ``f(theta) ∝ exp(-eps/(2 Delta) ||grad l_n(theta)||_K) base(theta)``;
+* exponential mechanism: ``f(theta) ∝ exp(-eps/(2 Delta) l_n(theta)) base(theta)``.
+
+Both are ε-DP by the exponential mechanism (McSherry–Talwar): the utilities
+``-||grad l_n||_K`` and ``-l_n`` have sensitivity ``Delta`` uniformly over the support,
+and the factor 2 pays for the data-dependent normalising constant.  The base measure
+does not depend on the data.
+
+Sampler policy: ``sampler="auto"`` runs the first entry of ``samplers`` (exact draws,
+then exact coordinate Gibbs, then the generic random-walk Metropolis kernel of
+:mod:`kngflow.samplers.generic`); ``info["sampler"]`` records which one ran.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..samplers.generic import NORM_CODES, kng_energy, loss_energy, metropolis_chains
+from .base import Release, check_choice, check_epsilon, check_int, check_positive, check_rng
+
+__all__ = ["Sampled", "GenericKNG", "GenericExponential", "NORMS", "SAMPLERS"]
+
+NORMS = ("l1", "l2", "linf")
+SAMPLERS = ("auto", "exact", "gibbs", "metropolis")
+BASES = ("uniform", "gaussian")
+
+
+class Sampled:
+    """Options, sampler policy, release, Metropolis draws and ``log_density`` for sampled mechanisms.
+
+    Keyword-only options
+    --------------------
+    bound : float, the ℓ1 radius ``B`` of ``Theta`` (uniform base measure).
+    base : {"uniform", "gaussian"}; base_scale : sd of the Gaussian base.
+    sampler : {"auto", "exact", "gibbs", "metropolis"}.
+    steps : Metropolis sweeps (first half burn-in); gibbs_sweeps : Gibbs sweeps.
+    """
+
+    kind = ""
+    #: samplers this mechanism has, best first (subclasses restrict or extend)
+    samplers: tuple = ("metropolis",)
+
+    def __init__(self, *, bound=1.0, base="uniform", base_scale=1.0, sampler="auto", steps=10_000, gibbs_sweeps=50):
+        self.bound = check_positive("bound", bound)
+        self.base = check_choice("base", base, BASES)
+        self.base_scale = check_positive("base_scale", base_scale)
+        self.sampler = check_choice("sampler", sampler, SAMPLERS)
+        self.steps = check_int("steps", steps, 2)
+        self.gibbs_sweeps = check_int("gibbs_sweeps", gibbs_sweeps, 1)
+        available = self.available_samplers()
+        if self.sampler != "auto" and self.sampler not in available:
+            raise ValueError(f"sampler must be one of {['auto', *available]} for {type(self).__name__}, got {self.sampler!r}")
+
+    def available_samplers(self) -> tuple:
+        """Samplers usable with these options, best first."""
+        return self.samplers
+
+    def options(self) -> dict:
+        return {
+            "bound": self.bound,
+            "base": self.base,
+            "base_scale": self.base_scale,
+            "sampler": self.sampler,
+            "steps": self.steps,
+            "gibbs_sweeps": self.gibbs_sweeps,
+        }
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.options().items())})"
+
+    # ---------------------------------------------------------------- problem hooks
+    def check_data(self, data):
+        raise NotImplementedError
+
+    def kernel_args(self, data) -> tuple:
+        raise NotImplementedError
+
+    def sensitivity(self, data) -> float:
+        raise NotImplementedError
+
+    def domain(self, data):
+        """``(center, B)``: the base measure's centre (the chains' start) and ℓ1 radius."""
+        return np.zeros(data.d), self.bound
+
+    def output_scale(self, data) -> float:
+        return 1.0
+
+    # ---------------------------------------------------------------- release
+    def rate(self, data, epsilon) -> float:
+        """``a = eps / (2 Delta)``."""
+        return check_epsilon(epsilon) / (2.0 * self.sensitivity(data))
+
+    def release(self, data, epsilon, rng) -> Release:
+        """Release a private estimate (original units) with the sampler chosen by the policy."""
+        data = self.check_data(data)
+        epsilon = check_epsilon(epsilon)
+        rng = check_rng(rng)
+        name = self.available_samplers()[0] if self.sampler == "auto" else self.sampler
+        if name == "exact":
+            theta = self.draw_exact(data, epsilon, rng, 1)
+            info = {"sampler": "exact", "acceptance": 1.0, "steps": 1}
+        elif name == "gibbs":
+            theta = self.draw_gibbs(data, epsilon, rng, 1)
+            info = {"sampler": "gibbs", "acceptance": 1.0, "steps": self.gibbs_sweeps}
+        else:
+            theta, acc = self.draw_metropolis(data, epsilon, rng, 1)
+            info = {"sampler": "metropolis", "acceptance": float(acc[0]), "steps": self.steps}
+        return Release(np.asarray(theta[0], dtype=np.float64) * self.output_scale(data), info)
+
+    # ---------------------------------------------------------------- draws (scaled units)
+    def _energy(self):
+        raise NotImplementedError
+
+    def energy_data(self, data, a):
+        code = NORM_CODES[getattr(self, "norm", "linf")]
+        return (self.kernel_args(data), float(a), code, np.empty(data.d))
+
+    def draw_metropolis(self, data, epsilon, rng, size, steps=None):
+        """Final states and post-burn-in acceptance rates of ``size`` independent chains."""
+        a = self.rate(data, epsilon)
+        center, B = self.domain(data)
+        out = np.empty((size, data.d))
+        acc = np.empty(size)
+        base_scale = self.base_scale if self.base == "gaussian" else 0.0
+        metropolis_chains(
+            self._energy(), rng, self.energy_data(data, a), np.asarray(center, float), float(B),
+            base_scale, int(steps or self.steps), out, acc,
+        )
+        return out, acc
+
+    def draw_exact(self, data, epsilon, rng, size):
+        raise ValueError(f"sampler 'exact' is not available for {self!r}")
+
+    def draw_gibbs(self, data, epsilon, rng, size, sweeps=None):
+        raise ValueError(f"sampler 'gibbs' is not available for {self!r}")
+
+    def log_density(self, data, epsilon, theta):
+        """Unnormalised log density at ``theta`` (..., d), scaled units; -inf outside the support.
+
+        Used by the privacy audits, which normalise it numerically on a grid.
+        """
+        data = self.check_data(data)
+        a = self.rate(data, epsilon)
+        theta = np.asarray(theta, dtype=np.float64)
+        flat = theta.reshape(-1, data.d)
+        energy, edata = self._energy(), self.energy_data(data, a)
+        e = np.array([energy(np.ascontiguousarray(t), edata) for t in flat])
+        center, B = self.domain(data)
+        if self.base == "gaussian":
+            logb = -0.5 * np.sum((flat - center) ** 2, axis=1) / self.base_scale**2
+        else:
+            logb = np.where(np.abs(flat - center).sum(1) <= B, 0.0, -np.inf)
+        return (logb - e).reshape(theta.shape[:-1])
+
+
+class GenericKNG(Sampled):
+    """KNG on a problem's gradient (see the module docstring); option ``norm`` in {"l1", "l2", "linf"}."""
+
+    kind = "kng"
+    gradient = None  # jitted gradient(theta, args, g), set by the problem's subclass
+
+    def __init__(self, *, norm="linf", **kw):
+        self.norm = check_choice("norm", norm, NORMS)
+        super().__init__(**kw)
+
+    def options(self) -> dict:
+        return {"norm": self.norm, **super().options()}
+
+    def _energy(self):
+        return kng_energy(type(self).gradient)
+
+
+class GenericExponential(Sampled):
+    """Exponential mechanism on a problem's loss (see the module docstring)."""
+
+    kind = "exponential"
+    loss = None  # jitted loss(theta, args), set by the problem's subclass
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        if self.base != "uniform":
+            raise ValueError("base must be 'uniform' for the exponential mechanism (its loss sensitivity needs a bounded Theta)")
+
+    def _energy(self):
+        return loss_energy(type(self).loss)
