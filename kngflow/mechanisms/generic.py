@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..samplers.generic import NORM_CODES, kng_energy, loss_energy, metropolis_chains
+from ..samplers.generic import NORM_CODES, energies, kng_energy, loss_energy, metropolis_chains
 from .base import Release, check_choice, check_epsilon, check_int, check_positive, check_rng
 
 __all__ = ["Sampled", "GenericKNG", "GenericExponential", "NORMS", "SAMPLERS"]
@@ -160,9 +160,9 @@ class Sampled:
         data = self.check_data(data)
         a = self.rate(data, epsilon)
         theta = np.asarray(theta, dtype=np.float64)
-        flat = theta.reshape(-1, data.d)
-        energy, edata = self._energy(), self.energy_data(data, a)
-        e = np.array([energy(np.ascontiguousarray(t), edata) for t in flat])
+        flat = np.ascontiguousarray(theta.reshape(-1, data.d))
+        e = np.empty(flat.shape[0])
+        energies(self._energy(), flat, self.energy_data(data, a), e)
         center, B = self.domain(data)
         if self.base == "gaussian":
             logb = -0.5 * np.sum((flat - center) ** 2, axis=1) / self.base_scale**2

@@ -36,7 +36,7 @@ import numpy as np
 
 from .._jit import jit
 
-__all__ = ["metropolis_chains", "kng_energy", "loss_energy", "knorm", "NORM_CODES", "BATCH", "TARGET_ACCEPTANCE"]
+__all__ = ["metropolis_chains", "energies", "kng_energy", "loss_energy", "knorm", "NORM_CODES", "BATCH", "TARGET_ACCEPTANCE"]
 
 BATCH = 20
 TARGET_ACCEPTANCE = 0.44
@@ -91,6 +91,13 @@ def loss_energy(loss):
         return a * loss(theta, args)
 
     return energy
+
+
+@jit(cache=False)
+def energies(energy, thetas, data, out):
+    """``out[m] = energy(thetas[m], data)`` for the rows of ``thetas`` (m, d)."""
+    for m in range(thetas.shape[0]):
+        out[m] = energy(thetas[m], data)
 
 
 @jit(cache=False)

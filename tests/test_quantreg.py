@@ -1,0 +1,310 @@
+"""Quantile regression: the exact LP against statsmodels' QuantReg, exact coordinate Gibbs
+and Metropolis against the numerically integrated density and each other (KS per
+coordinate, p < 1e-5 rejects, negative controls), exact density-ratio privacy checks
+(including the paper's printed gradient constant failing for tau > 1/2), bad input.
+"""
+
+import numpy as np
+import pytest
+import statsmodels.api as sm
+from scipy import stats
+
+from kngflow.mechanisms import get_mechanism
+from kngflow.mechanisms.quantreg import KNG
+from kngflow.problems import get_problem
+from kngflow.problems.quantreg import (
+    check_gradient,
+    check_loss,
+    gradient_sensitivity,
+    loss_sensitivity,
+    quantreg_data,
+    quantreg_lp,
+)
+
+P_REJECT = 1e-5
+
+
+def sim(n, seed, tau=0.5):
+    return get_problem("quantreg", tau=tau).simulate(n, np.random.default_rng(seed))
+
+
+# ------------------------------------------------------------------------ non-private LP
+
+@pytest.mark.parametrize("tau", [0.5, 0.25, 0.9])
+@pytest.mark.parametrize("n", [40, 1000])
+def test_lp_equals_statsmodels_quantreg(tau, n):
+    data = sim(n, 1, tau)
+    lp = quantreg_lp(data)
+    fit = sm.QuantReg(data.y, data.X).fit(q=tau, p_tol=1e-12, max_iter=20_000).params
+    # statsmodels' IRLS floors |residual| at 1e-6, so its answer is within ~1e-6 of the vertex;
+    # the vertex it points at (the d points it interpolates) is the LP solution to 1e-12.
+    assert np.max(np.abs(lp - fit)) < 1e-5
+    basis = np.argsort(np.abs(data.y - data.X @ fit))[: data.d]
+    vertex = np.linalg.solve(data.X[basis], data.y[basis])
+    np.testing.assert_allclose(lp, vertex, atol=1e-10)
+    # and the LP is optimal: no smaller check loss at statsmodels' answer
+    assert check_loss(data, lp) <= check_loss(data, fit) + 1e-12
+
+
+def test_nonprivate_release_in_original_units():
+    data = sim(500, 2)
+    rel = get_mechanism("quantreg", "nonprivate").release(data, 1.0, np.random.default_rng(0))
+    np.testing.assert_allclose(rel.estimate, quantreg_lp(data) * data.scale)
+    assert rel.info["sampler"] == "none"
+
+
+# ------------------------------------------------------------------ densities and samplers
+
+def grid_marginals(mech, data, eps, lo, hi, m=301, base_scale=None):
+    """Marginal CDFs of the normalised density on the box [lo, hi] (midpoint rule).
+
+    The density is written from the formulas with numpy (``check_gradient`` /
+    ``check_loss``), independent of the samplers' kernels.
+    """
+    axes = [np.linspace(lo[k], hi[k], m + 1) for k in range(2)]
+    mids = [0.5 * (a[1:] + a[:-1]) for a in axes]
+    T = np.stack(np.meshgrid(*mids, indexing="ij"), -1).reshape(-1, 2)
+    a = eps / (2 * mech.sensitivity(data))
+    lf = np.empty(len(T))
+    for s in range(0, len(T), 4000):
+        t = T[s : s + 4000]
+        if mech.kind == "kng":
+            g = check_gradient(data, t)
+            norm = {"linf": np.inf, "l2": 2, "l1": 1}[mech.norm]
+            lf[s : s + 4000] = -a * np.linalg.norm(g, ord=norm, axis=1)
+        else:
+            lf[s : s + 4000] = -a * check_loss(data, t)
+    if base_scale is None:
+        lf[np.abs(T).sum(1) > mech.bound] = -np.inf
+    else:
+        lf -= 0.5 * (T**2).sum(1) / base_scale**2
+    # the box must hold all the mass: its edges are 1e-7 below the peak
+    f = np.exp(lf - lf.max()).reshape(m, m)
+    edge = max(f[0].max(), f[-1].max(), f[:, 0].max(), f[:, -1].max())
+    inside_ball = base_scale is None and np.all(np.abs(np.array([lo, hi])).sum(1) >= mech.bound)
+    assert edge < 1e-7 or inside_ball
+    cdfs = []
+    for k in range(2):
+        marg = f.sum(axis=1 - k)
+        c = np.concatenate([[0.0], np.cumsum(marg)])
+        cdfs.append(lambda x, ax=axes[k], c=c / c[-1]: np.interp(x, ax, c))
+    # log_density agrees with the formulas up to a constant
+    ld = mech.log_density(data, eps, T[:: 997])
+    ok = np.isfinite(ld)
+    d = ld[ok] - lf[:: 997][ok]
+    np.testing.assert_allclose(d, d[0], atol=1e-8)
+    return cdfs
+
+
+def ks_marginals(draws, cdfs):
+    return min(stats.kstest(draws[:, k], cdfs[k]).pvalue for k in range(2))
+
+
+# (kind, norm, n, eps, window half-widths around the LP estimate or None = the whole ball)
+CASES = [
+    ("kng", "linf", 1000, 1.0, (0.04, 0.12)),
+    ("kng", "l2", 1000, 1.0, (0.04, 0.12)),
+    ("exponential", None, 1000, 1.0, (0.35, 0.6)),
+    ("kng", "linf", 25, 1.0, None),
+    ("kng", "l1", 25, 0.5, None),
+    ("exponential", None, 25, 1.0, None),
+]
+
+
+def build(kind, norm, **kw):
+    return get_mechanism("quantreg", kind, **({"norm": norm} if norm else {}), **kw)
+
+
+def box(data, window):
+    if window is None:
+        return (-1.0, -1.0), (1.0, 1.0)
+    c = quantreg_lp(data)
+    return tuple(c - window), tuple(c + window)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind, norm, n, eps, window", CASES)
+def test_gibbs_matches_integrated_density(kind, norm, n, eps, window):
+    data = sim(n, 3)
+    mech = build(kind, norm)
+    cdfs = grid_marginals(mech, data, eps, *box(data, window))
+    draws = mech.draw_gibbs(data, eps, np.random.default_rng(4), 2000, sweeps=10)
+    assert np.all(np.abs(draws).sum(1) <= mech.bound + 1e-12)
+    assert ks_marginals(draws, cdfs) > P_REJECT
+    # Negative control: the chains at 3 epsilon do not follow this density.
+    wrong = mech.draw_gibbs(data, 3 * eps, np.random.default_rng(4), 2000, sweeps=10)
+    assert ks_marginals(wrong, cdfs) < P_REJECT
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind, norm, n, eps, window", [CASES[0], CASES[2], CASES[3]])
+def test_metropolis_matches_integrated_density_and_gibbs(kind, norm, n, eps, window):
+    data = sim(n, 3)
+    mech = build(kind, norm, sampler="metropolis", steps=300)
+    cdfs = grid_marginals(mech, data, eps, *box(data, window))
+    draws, acc = mech.draw_metropolis(data, eps, np.random.default_rng(5), 1000)
+    assert 0.2 < acc.mean() < 0.7
+    assert ks_marginals(draws, cdfs) > P_REJECT
+    gibbs = mech.draw_gibbs(data, eps, np.random.default_rng(6), 1000, sweeps=10)
+    assert min(stats.ks_2samp(draws[:, k], gibbs[:, k]).pvalue for k in range(2)) > P_REJECT
+    wrong, _ = mech.draw_metropolis(data, 3 * eps, np.random.default_rng(5), 1000)
+    assert min(stats.ks_2samp(wrong[:, k], gibbs[:, k]).pvalue for k in range(2)) < P_REJECT
+
+
+@pytest.mark.slow
+def test_metropolis_gaussian_base_matches_integrated_density():
+    data = sim(25, 7)
+    mech = get_mechanism("quantreg", "kng", base="gaussian", base_scale=0.4, steps=300)
+    assert mech.available_samplers() == ("metropolis",)
+    cdfs = grid_marginals(mech, data, 1.0, (-2.5, -2.5), (2.5, 2.5), base_scale=0.4)
+    draws, _ = mech.draw_metropolis(data, 1.0, np.random.default_rng(8), 1000)
+    assert ks_marginals(draws, cdfs) > P_REJECT
+    wide = get_mechanism("quantreg", "kng", base="gaussian", base_scale=1.0, steps=300)
+    wrong, _ = wide.draw_metropolis(data, 1.0, np.random.default_rng(8), 1000)
+    assert ks_marginals(wrong, cdfs) < P_REJECT
+
+
+def test_release_policy_and_units():
+    data = sim(300, 9)
+    rng = np.random.default_rng(10)
+    for kind in ("kng", "exponential"):
+        rel = get_mechanism("quantreg", kind).release(data, 1.0, rng)
+        assert rel.info["sampler"] == "gibbs" and rel.estimate.shape == (2,)
+        rel2 = get_mechanism("quantreg", kind, sampler="metropolis", steps=50).release(data, 1.0, rng)
+        assert rel2.info["sampler"] == "metropolis" and rel2.info["steps"] == 50
+        assert 0.0 < rel2.info["acceptance"] < 1.0
+        assert np.abs(rel.estimate / data.scale).sum() <= 1.0 + 1e-12
+    g = get_mechanism("quantreg", "kng", base="gaussian", steps=20).release(data, 1.0, rng)
+    assert g.info["sampler"] == "metropolis"
+
+
+# ------------------------------------------------------------------------------ privacy
+
+GRID = np.linspace(-1, 1, 801)
+THETA = np.stack(np.meshgrid(GRID, GRID, indexing="ij"), -1).reshape(-1, 2)
+THETA = THETA[np.abs(THETA).sum(1) <= 1.0]
+SLACK = 5e-3  # grid quadrature error of the log normalising constants
+
+
+def records(recs, tau):
+    X = np.array([[1.0, x] for x, _ in recs])
+    y = np.array([y for _, y in recs])
+    return quantreg_data(X, y, tau, y_bound=1.0)
+
+
+def max_log_ratio(mech, eps, D1, D2, tau):
+    l1 = mech.log_density(records(D1, tau), eps, THETA)
+    l2 = mech.log_density(records(D2, tau), eps, THETA)
+    l1 -= np.logaddexp.reduce(l1)
+    l2 -= np.logaddexp.reduce(l2)
+    return float(np.max(np.abs(l1 - l2)))
+
+
+def neighbour_pairs(seed, count=20):
+    """Adjacent data sets: one record moved between corners of [-1, 1]^2, the others random
+    or piled on a corner."""
+    rng = np.random.default_rng(seed)
+    corners = [(-1.0, -1.0), (1.0, -1.0), (-1.0, 1.0), (1.0, 1.0)]
+    # found by a random search over records (x, y) in {-1, 0, 1}^2 (privacy loss 1.16 at 2 eps, tau = 0.8)
+    rest = [(0.0, -1.0)] + [(-1.0, 0.0)] * 5 + [(1.0, 1.0)]
+    yield [(1.0, 0.0)] + rest, [(-1.0, 1.0)] + rest
+    for k in range(count):
+        m = int(rng.integers(1, 8))
+        if k % 2:
+            rest = [corners[int(rng.integers(4))]] * m
+        else:
+            rest = [tuple(map(float, r)) for r in rng.uniform(-1, 1, (m, 2))]
+        i, j = rng.choice(4, 2, replace=False)
+        yield [corners[i]] + rest, [corners[j]] + rest
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["kng", "exponential"])
+@pytest.mark.parametrize("tau", [0.5, 0.8])
+def test_density_ratio_within_epsilon_and_2eps_caught(kind, tau):
+    mech = get_mechanism("quantreg", kind, bound=1.0)
+    pairs = list(neighbour_pairs(11))
+    eps = 1.0
+    assert max(max_log_ratio(mech, eps, a, b, tau) for a, b in pairs) <= eps + SLACK
+    assert max(max_log_ratio(mech, 2 * eps, a, b, tau) for a, b in pairs) > eps + SLACK
+
+
+@pytest.mark.slow
+def test_paper_gradient_constant_is_not_private_for_tau_above_half():
+    """The paper's Delta = 2 (1 - tau) C_X: at tau = 0.8 KNG with it leaks more than epsilon."""
+
+    class PaperKNG(KNG):
+        def sensitivity(self, data):
+            return 2 * (1 - data.tau)
+
+    pairs = list(neighbour_pairs(12))
+    assert max(max_log_ratio(PaperKNG(), 1.0, a, b, 0.8) for a, b in pairs) > 1.5
+    assert max(max_log_ratio(PaperKNG(), 1.0, a, b, 0.3) for a, b in pairs) <= 1.0 + SLACK
+
+
+def test_sensitivities():
+    assert gradient_sensitivity("linf", 2, 0.5) == 1.0
+    assert gradient_sensitivity("linf", 2, 0.8) == pytest.approx(1.6)
+    assert gradient_sensitivity("l1", 3, 0.2) == pytest.approx(2 * 0.8 * 3)
+    assert gradient_sensitivity("l2", 4, 0.5) == pytest.approx(2.0)
+    assert loss_sensitivity(0.5, 1.0) == 1.0
+    # attained: x' = -x with both indicators 1 gives 2 (1 - tau) ||x||_K
+    d1 = records([(1.0, -1.0), (0.0, -1.0)], 0.2)
+    d2 = records([(-1.0, -1.0), (0.0, -1.0)], 0.2)
+    t = np.array([0.0, 0.5])  # x'theta = +-0.5 >= y = -1 for both
+    diff = check_gradient(d1, t) - check_gradient(d2, t)
+    assert np.abs(diff).max() == pytest.approx(gradient_sensitivity("linf", 2, 0.2))
+
+
+# ---------------------------------------------------------------------------- bad input
+
+@pytest.mark.parametrize(
+    "X, y, kw, exc, match",
+    [
+        (np.ones((3, 2)), np.zeros(3), {"tau": 1.0}, ValueError, "tau"),
+        (np.ones((3, 2)), np.zeros(3), {"tau": 0.0}, ValueError, "tau"),
+        (np.ones((3, 2)) * 2, np.zeros(3), {}, ValueError, "X must"),
+        (np.ones((3, 2)), np.zeros(4), {}, ValueError, "y must"),
+        (np.ones((1, 2)), np.zeros(1), {}, ValueError, "n must"),
+        (np.ones((0, 2)), np.zeros(0), {}, ValueError, "X must"),
+        (np.ones((3, 2)), np.array([0.0, np.nan, 1.0]), {}, ValueError, "y must be finite"),
+        (np.ones((3, 2)), np.array([0.0, 3.0, 1.0]), {"y_bound": 2.0}, ValueError, "y must lie"),
+        (np.ones((3, 2)), np.zeros(3), {"y_bound": -1.0}, ValueError, "y_bound"),
+    ],
+)
+def test_quantreg_data_bad_input(X, y, kw, exc, match):
+    kw = {"tau": 0.5, **kw}
+    with pytest.raises(exc, match=match):
+        quantreg_data(X, y, kw.pop("tau"), **kw)
+
+
+@pytest.mark.parametrize(
+    "opts, match",
+    [
+        ({"tau": 1.2}, "tau"),
+        ({"theta_star": []}, "theta_star"),
+        ({"theta_star": [0.0, float("nan")]}, "theta_star"),
+        ({"protocol": "other"}, "protocol"),
+        ({"protocol": "public_bound"}, "y_bound"),
+        ({"color": 1}, "color"),
+    ],
+)
+def test_problem_bad_options(opts, match):
+    with pytest.raises((TypeError, ValueError), match=match):
+        get_problem("quantreg", **opts)
+
+
+def test_mechanism_bad_options():
+    with pytest.raises(ValueError, match="norm"):
+        get_mechanism("quantreg", "kng", norm="l3")
+    with pytest.raises(ValueError, match="base"):
+        get_mechanism("quantreg", "exponential", base="gaussian")
+    with pytest.raises(ValueError, match="sampler"):
+        get_mechanism("quantreg", "kng", sampler="exact")
+    with pytest.raises(ValueError, match="bound"):
+        get_mechanism("quantreg", "kng", bound=0.0)
+    with pytest.raises(TypeError, match="data"):
+        get_mechanism("quantreg", "kng").release(sim(10, 0).X, 1.0, np.random.default_rng(0))
+    bad = sim(10, 0)._replace(y=np.full(10, 2.0))
+    with pytest.raises(ValueError, match="data.X and data.y"):
+        get_mechanism("quantreg", "exponential").release(bad, 1.0, np.random.default_rng(0))
