@@ -211,8 +211,9 @@ class KNG(_Sampled):
     -------------------------
     norm : {"l1", "l2", "linf"}
     bound : float, the ℓ1 radius ``B`` of ``Theta``.
-    sampler : {"auto", "exact", "gibbs", "metropolis"}; "auto" tries exact draws and
-        falls back to exact Gibbs (ℓ1, ℓ∞) or Metropolis (ℓ2).
+    sampler : {"auto", "exact", "gibbs", "metropolis"}; "auto" tries exact draws (not
+        when ``G`` is singular or ill conditioned: they need ``G^{-1}``) and falls back
+        to exact Gibbs (ℓ1, ℓ∞) or Metropolis (ℓ2), which target the same law.
     steps : Metropolis sweeps (paper: 10 000); gibbs_sweeps : Gibbs sweeps;
     max_tries : exact-sampler tries before falling back.
     """
