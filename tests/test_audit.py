@@ -76,18 +76,19 @@ def test_exact_audit_needs_log_density_and_low_dimension():
 
 @pytest.mark.parametrize("norm", ["l1", "l2", "linf"])
 @pytest.mark.parametrize("q", [0.25, 0.5, 0.75])
-def test_knorm_audit_objective_noise(norm, q):
-    """The noise's closed-form loss is within its q·ε share; halving Δ is caught for ℓ∞,
-    where the sensitivity 4(1+B) is attained (for ℓ1/ℓ2 on the cube it is not: the loss
-    is q·ε/2 and q·ε/√2 — exact values, so the halved-Δ loss equals q·ε and 1.41 q·ε)."""
+def test_knorm_audit_objective(norm, q):
+    """Closed form: the noise's loss stays within q·ε (exactly q·ε for ℓ∞, whose sensitivity
+    4(1+B) is attained), the Jacobian's reaches (1-q)·ε (a corner record replaced by x = 0);
+    run at 2ε the total exceeds ε."""
     mech = get_mechanism("linear", "objective_ext", norm=norm, q=q)
     res = knorm_audit(mech, problem(2), EPS)
-    assert res.passed
-    expected = {"linf": 1.0, "l2": 2**-0.5, "l1": 0.5}[norm] * q * EPS
-    assert res.bound == pytest.approx(expected, rel=1e-12)
-    halved = knorm_audit(mech, problem(2), EPS, sensitivity_factor=0.5)
-    assert halved.bound == pytest.approx(2 * expected, rel=1e-12)
-    assert halved.passed is (norm == "l1")
+    dt = res.details
+    assert res.passed and res.bound <= EPS + res.tolerance
+    assert dt["noise_max"] <= q * EPS * (1 + 1e-12) and dt["jacobian_max"] == pytest.approx((1 - q) * EPS, rel=1e-9)
+    if norm == "linf":
+        assert dt["noise_max"] == pytest.approx(q * EPS, rel=1e-12)
+    bad = knorm_audit(mech, problem(2), EPS, run_epsilon=2 * EPS)
+    assert not bad.passed and bad.bound > 1.2 * EPS
 
 
 def test_clopper_pearson_matches_beta_interval():

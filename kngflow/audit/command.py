@@ -145,7 +145,7 @@ def run(args) -> int:
         results.append(exact_audit(mechanism, problem, epsilon, run_epsilon=run_eps, seed=seed,
                                    pairs=[pair] if pair else None))
     elif hasattr(mechanism, "noise_law"):
-        results.append(knorm_audit(mechanism, problem, epsilon, sensitivity_factor=epsilon / run_eps, seed=seed))
+        results.append(knorm_audit(mechanism, problem, epsilon, run_epsilon=run_eps, seed=seed))
     pilot = max(100, draws // 10)
     total = (2 if args.side_channel else 1) * (2 * (draws + pilot) + (0 if pair else 2 * 8 * 200))
     with tqdm(total=total, unit="release", disable=args.no_progress,

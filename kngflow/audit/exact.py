@@ -22,8 +22,9 @@ For outputs ``z = g + V`` the density ratio is
 ``(||z - g'||_K - ||z - g||_K) / s <= ||g - g'||_K / s`` with equality far along
 ``g - g'``, so the noise's loss is exactly ``sup_theta ||grad_D(theta) - grad_D'(theta)||_K / s``.
 The gradient difference is affine in ``theta``, its norm convex, so the supremum over the
-ℓ1 ball is reached at a vertex ``±B e_j``; pairs are enumerated over boundary records.
-Verdict: loss ``<= share * epsilon`` (the noise's part of the budget).
+ℓ1 ball is reached at a vertex ``±B e_j``.  An interior release ``theta`` has density
+``f_V(V(theta)) |det dV/dtheta|``, so the loss adds the change of ``log |det|``.  Pairs are
+enumerated over the problem's records.  Verdict: loss ``<= epsilon``.
 """
 
 from __future__ import annotations
@@ -64,7 +65,9 @@ class AuditResult:
         what = "privacy loss" if self.kind in ("exact", "knorm") else "privacy loss lower bound"
         limit = f"declared epsilon {self.epsilon:g}"
         if self.kind == "knorm":
-            limit = f"the noise's share {self.details['limit']:g} of epsilon {self.epsilon:g}"
+            dt = self.details
+            limit += (f" (noise {dt['noise_max']:.4f} of {dt['noise_limit']:g}, "
+                      f"Jacobian {dt['jacobian_max']:.4f} of {dt['jacobian_limit']:g})")
         lines = [
             f"{self.kind} audit of {self.mechanism}{ran}",
             f"  {what} {self.bound:.4f} vs {limit} (tolerance {self.tolerance:.2g}): "
@@ -179,38 +182,49 @@ def exact_audit(
     )
 
 
-def knorm_audit(mechanism, problem, epsilon: float, *, sensitivity_factor: float = 1.0,
-                max_records: int = 64, seed: int = 0) -> AuditResult:
-    """Closed-form privacy loss of the K-norm noise a mechanism adds to the loss gradient.
+def knorm_audit(mechanism, problem, epsilon: float, *, run_epsilon: float | None = None,
+                max_records: int = 64, max_rests: int = 3, seed: int = 0) -> AuditResult:
+    """Closed-form privacy loss of K-norm noise added to the loss gradient (objective
+    perturbation), interior releases.
 
-    ``mechanism.noise_law(d, epsilon) -> (norm, scale, share)``; ``problem`` supplies
-    ``gradient(data, theta)`` besides the audit records.  The loss of the noise is
-    ``max ||grad_D(theta) - grad_D'(theta)||_K / scale`` over boundary pairs (all of them,
-    or ``max_records`` drawn when there are more) and the vertices of the ℓ1 ball
-    ``Theta``; it must not exceed ``share * epsilon``.  ``sensitivity_factor`` scales the
-    noise (0.5: the negative control with the sensitivity halved).
+    ``mechanism.noise_law(d, epsilon) -> (norm, scale, share)`` and
+    ``mechanism.log_jacobian(data, epsilon)`` (log det of the map from the release to the
+    noise); ``problem`` supplies ``gradient(data, theta)`` besides the audit records.  For a
+    pair the loss is the noise's ``max_theta ||grad_D(theta) - grad_D'(theta)||_K / scale``
+    (vertices of the ℓ1 ball ``Theta``) plus ``|log_jacobian(D) - log_jacobian(D')|``.
+    Pairs: every two records among the boundary and fill records (``max_records`` drawn
+    when there are more), each with ``d - 1`` copies of a fill record as the rest — the
+    ``max_rests`` fill records of smallest Euclidean norm, which add least curvature to
+    the data set, so that one record's change weighs most in the Jacobian.
+    Passes when the largest loss is at most ε; ``details`` has the two parts' maxima and
+    their limits ``share * epsilon`` and ``(1 - share) * epsilon``.
     """
     d = problem.d
-    norm, scale, share = mechanism.noise_law(d, epsilon)
-    scale *= sensitivity_factor
+    run = float(epsilon if run_epsilon is None else run_epsilon)
+    norm, scale, share = mechanism.noise_law(d, run)
     order = {"l1": 1, "l2": 2, "linf": np.inf}[norm]
     boundary, fill = problem.audit_records()
-    if len(boundary) > max_records:
-        boundary = boundary[np.random.default_rng(seed).choice(len(boundary), max_records, replace=False)]
+    records = np.unique(np.vstack([boundary, fill]), axis=0)
+    if len(records) > max_records:
+        records = records[np.random.default_rng(seed).choice(len(records), max_records, replace=False)]
     B = mechanism.bound
     vertices = np.vstack([B * np.eye(d), -B * np.eye(d)])
-    rest = np.tile(fill[len(fill) // 2], (max(d, 2) - 1, 1))
-    best, where = -np.inf, None
-    for r, r2 in itertools.combinations(boundary, 2):
-        pair = AdjacentPair(rest, r, r2)
-        D, D2 = (problem.audit_data(x) for x in pair.datasets())
-        diff = np.array([problem.gradient(D, t) - problem.gradient(D2, t) for t in vertices])
-        loss = float(np.max(np.linalg.norm(diff, ord=order, axis=1)) / scale)
-        if loss > best:
-            best, where = loss, pair
-    limit = share * epsilon
-    tol = 1e-9 * limit
+    best, parts, where = -np.inf, (0.0, 0.0), None
+    noise_max = jac_max = 0.0
+    for filler in fill[np.argsort(np.linalg.norm(fill, axis=1), kind="stable")[:max_rests]]:
+        rest = np.tile(filler, (max(d, 2) - 1, 1))
+        for r, r2 in itertools.combinations(records, 2):
+            pair = AdjacentPair(rest, r, r2)
+            D, D2 = (problem.audit_data(x) for x in pair.datasets())
+            diff = np.array([problem.gradient(D, t) - problem.gradient(D2, t) for t in vertices])
+            noise = float(np.max(np.linalg.norm(diff, ord=order, axis=1)) / scale)
+            jac = abs(mechanism.log_jacobian(D, run) - mechanism.log_jacobian(D2, run))
+            noise_max, jac_max = max(noise_max, noise), max(jac_max, jac)
+            if noise + jac > best:
+                best, parts, where = noise + jac, (noise, jac), pair
+    tol = 1e-9 * epsilon
     return AuditResult(
-        "knorm", repr(mechanism), float(epsilon), best, tol, where, bool(best <= limit + tol),
-        {"limit": limit, "norm": norm, "scale": scale, "sensitivity_factor": sensitivity_factor},
+        "knorm", repr(mechanism), float(epsilon), best, tol, where, bool(best <= epsilon + tol),
+        {"run_epsilon": run, "noise": parts[0], "jacobian": parts[1], "noise_max": noise_max,
+         "jacobian_max": jac_max, "noise_limit": share * epsilon, "jacobian_limit": (1 - share) * epsilon},
     )

@@ -211,8 +211,9 @@ class KNG(_Sampled):
     -------------------------
     norm : {"l1", "l2", "linf"}
     bound : float, the ℓ1 radius ``B`` of ``Theta``.
-    sampler : {"auto", "exact", "gibbs", "metropolis"}; "auto" tries exact draws and
-        falls back to exact Gibbs (ℓ1, ℓ∞) or Metropolis (ℓ2).
+    sampler : {"auto", "exact", "gibbs", "metropolis"}; "auto" tries exact draws (not
+        when ``G`` is singular or ill conditioned: they need ``G^{-1}``) and falls back
+        to exact Gibbs (ℓ1, ℓ∞) or Metropolis (ℓ2), which target the same law.
     steps : Metropolis sweeps (paper: 10 000); gibbs_sweeps : Gibbs sweeps;
     max_tries : exact-sampler tries before falling back.
     """
@@ -318,6 +319,15 @@ class ExtendedObjectivePerturbation(_Linear):
         checked by :func:`kngflow.audit.knorm_audit`).
         """
         return self.norm, self.sensitivity(d) / (epsilon * self.q), self.q
+
+    def log_jacobian(self, stats, epsilon: float) -> float:
+        """``log det H`` with ``H = 2G + gamma I``: the Jacobian of ``theta -> V = 2c - H theta``
+        for interior releases, so their density is ``f_V(2c - H theta) det H``.  Between
+        adjacent data sets ``H`` changes by ``2(x'x'^T - x x^T)``, eigenvalues at most
+        ``lambda = 2d`` each way, so ``log det`` moves by at most
+        ``log(1 + lambda/gamma) = eps (1 - q)``: the other share of the budget."""
+        d = stats.d
+        return float(np.linalg.slogdet(2.0 * stats.G + self.gamma(d, epsilon) * np.eye(d))[1])
 
     def gamma(self, d: int, epsilon: float) -> float:
         """``lambda / (exp(eps (1 - q)) - 1)``; as ``lambda e^{-x} / (1 - e^{-x})`` for large
