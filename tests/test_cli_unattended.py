@@ -57,13 +57,12 @@ def start_run(spec: Path, store: Path, *extra, progress: bool = False) -> subpro
 
 
 def wait_computing(proc: subprocess.Popen, store: Path, timeout: float = 120) -> None:
-    """Until the store exists and tasks have run for a moment."""
+    """Until the store holds the first results (the run is computing)."""
     t0 = time.monotonic()
-    while not (store / "zarr.json").exists() and not (store / ".zattrs").exists():
+    while not (store / "zarr.json").exists() or not st.read_flags(store)[0].any():
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() - t0 < timeout, "the run did not start"
         time.sleep(0.2)
-    time.sleep(3)
     assert proc.poll() is None, proc.communicate()
 
 
