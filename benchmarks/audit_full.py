@@ -4,9 +4,9 @@ For each mechanism: the exact audit where the law is computable (KNG and the exp
 mechanism: grid-normalised density, pair search over 1000 candidates; objective
 perturbation: the K-norm noise in closed form), the black-box audit of the estimate at ε,
 and negative controls — the exact audit at 2ε (3ε where 2ε stays within ε, see the
-README), the closed-form audit with Δ halved, and the black-box audit at 2ε repeated over
+README), the closed-form audit at 2ε, and the black-box audit at 2ε repeated over
 several seeds (its power is the share of seeds flagged).  Then the non-private estimator,
-the paper protocol and the side-channel audit of the issue's reproducer.
+the paper protocol and the side-channel audit on a pair where exact KNG's tries differ.
 
     python benchmarks/audit_full.py [--draws 20000] [--seeds 3] [--d 2]
 

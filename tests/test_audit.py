@@ -156,7 +156,7 @@ def test_blackbox_flags_nonprivate_and_paper_protocol():
 
 
 def test_side_channel_leak_reproducer():
-    """The issue's reproducer: the tries of exact KNG tell the two data sets apart; the
+    """A pair where the tries of exact KNG tell the two data sets apart; the
     released record (the estimate) does not."""
     pair = parse_pair("14*(1,-0.5,-1) + (1,-1,1) -> (1,1,-1)", 3)
     res = side_channel_audit(get_mechanism("linear", "kng", norm="linf"), problem(2), EPS, pair=pair,

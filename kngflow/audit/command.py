@@ -142,8 +142,10 @@ def run(args) -> int:
 
     results = []
     if exact_audit_applies(mechanism, problem):
-        results.append(exact_audit(mechanism, problem, epsilon, run_epsilon=run_eps, seed=seed,
-                                   pairs=[pair] if pair else None))
+        with tqdm(total=0 if pair else 1000, unit="pair", disable=args.no_progress or pair is not None,
+                  file=sys.stderr, leave=False) as bar:
+            results.append(exact_audit(mechanism, problem, epsilon, run_epsilon=run_eps, seed=seed,
+                                       pairs=[pair] if pair else None, candidates=1000, progress=bar.update))
     elif hasattr(mechanism, "noise_law"):
         results.append(knorm_audit(mechanism, problem, epsilon, run_epsilon=run_eps, seed=seed))
     pilot = max(100, draws // 10)

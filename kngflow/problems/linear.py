@@ -423,7 +423,7 @@ def ols(stats: LinearStats) -> np.ndarray:
     ``G^{-1} c`` when ``G`` is well conditioned; otherwise (a singular or ill-conditioned
     ``X'X``, e.g. every row equal) the minimum-norm least-squares solution
     ``G^+ c = X^+ y'`` (``G theta = c`` is always consistent: ``c = X'y'`` lies in the
-    range of ``X' = `` the range of ``G``).
+    range of ``X'``, which is the range of ``G``).
     """
     if well_conditioned(stats.G):
         return np.linalg.solve(stats.G, stats.c)
