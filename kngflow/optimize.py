@@ -37,18 +37,23 @@ def project_l1_ball(v, B, out):
 
 @jit
 def quadratic_l1_ball(H, h, B, tol, max_iter, out):
-    """Minimise ``x'H x / 2 - h'x`` over ``{||x||_1 <= B}`` for positive-definite ``H``.
+    """Minimise ``x'H x / 2 - h'x`` over ``{||x||_1 <= B}`` for positive-semidefinite ``H``.
 
     Accelerated projected gradient (FISTA with adaptive restart) with step
-    ``1 / lambda_max(H)``, started at the unconstrained minimiser's projection.
-    Stops when an iteration moves less than ``tol * max(1, ||x||)``; returns the
-    number of iterations.
+    ``1 / lambda_max(H)``, started at the unconstrained minimiser's projection when
+    ``H`` is well conditioned (condition number <= 1e8) and at 0 otherwise (a singular
+    ``H`` has no unique unconstrained minimiser).  Stops when an iteration moves less
+    than ``tol * max(1, ||x||)``; returns the number of iterations.
     """
     d = h.shape[0]
-    lmax = np.linalg.eigvalsh(H)[-1]
-    step = 1.0 / lmax
+    evals = np.linalg.eigvalsh(H)
+    lmax = evals[-1]
+    step = 1.0 / lmax if lmax > 0.0 else 1.0  # H = 0: a linear objective, any step works
     x = np.empty(d)
-    project_l1_ball(np.linalg.solve(H, h), B, x)
+    if evals[0] > 1e-8 * lmax:
+        project_l1_ball(np.linalg.solve(H, h), B, x)
+    else:
+        x[:] = 0.0
     y = x.copy()
     xn = np.empty(d)
     g = np.empty(d)

@@ -168,3 +168,56 @@ def test_objective_noise_scale_recovered_from_releases():
         scale = mech.sensitivity(2) / (eps * q)
         assert sps.kstest(radius, sps.gamma(2, scale=scale).cdf).pvalue > 1e-5
         assert sps.kstest(radius, sps.gamma(2, scale=mech.sensitivity(2) / eps).cdf).pvalue < 1e-5
+
+
+def _singular_stats():
+    from kngflow.problems.linear import stats_from_arrays
+
+    return stats_from_arrays(np.ones((15, 2)), np.zeros(15), y_bound=1.0)
+
+
+SINGULAR_CASES = [("nonprivate", {}), ("exponential", {}), ("objective", {})]
+SINGULAR_CASES += [("kng", {"norm": norm}) for norm in ("l1", "l2", "linf")]
+SINGULAR_CASES += [("objective_ext", {"norm": norm, "q": q}) for norm in ("l1", "l2", "linf") for q in (0.25, 0.75)]
+
+
+@pytest.mark.parametrize("kind, opts", SINGULAR_CASES)
+def test_singular_gram_releases(kind, opts):
+    """All rows x = (1, 1): X'X is singular; every mechanism releases (no inverse needed)."""
+    stats = _singular_stats()
+    mech = get_mechanism("linear", kind, steps=500, **opts) if kind in ("kng", "exponential") else get_mechanism(
+        "linear", kind, **opts
+    )
+    for eps in (1.0, 1e3):
+        rel = mech.release(stats, eps, np.random.default_rng(0))
+        assert np.all(np.isfinite(rel.estimate))
+        if kind != "nonprivate":
+            assert np.abs(rel.estimate).sum() <= 1.0 + 1e-9
+            assert rel.info["sampler"] in ("gibbs", "metropolis", "exact")
+
+
+def test_singular_gram_nonprivate_is_minimum_norm_and_stderr_nan():
+    from kngflow.problems.linear import ols, ols_stderr, stats_from_arrays
+
+    X = np.ones((15, 2))
+    y = np.linspace(-1, 1, 15) ** 2
+    stats = stats_from_arrays(X, y, y_bound=1.0)
+    theta = ols(stats)
+    np.testing.assert_allclose(theta, np.linalg.pinv(X) @ y, atol=1e-12)
+    assert theta[0] == pytest.approx(theta[1])  # minimum norm: no component along (1, -1)
+    assert np.all(np.isnan(ols_stderr(stats)))
+    with pytest.raises(RuntimeError, match="exact sampler needs an invertible"):
+        get_mechanism("linear", "kng", sampler="exact").release(stats, 1.0, np.random.default_rng(0))
+
+
+def test_release_record_is_the_estimate_only(small):
+    rel = get_mechanism("linear", "kng").release(small, 1.0, np.random.default_rng(0))
+    assert list(rel.record()) == ["estimate"] and rel.record()["estimate"] is rel.estimate
+    assert rel.diagnostics() == rel.info and rel.diagnostics() is not rel.info
+    assert "NON-PRIVATE" in type(rel).__doc__
+
+
+def test_objective_gamma_large_epsilon_is_finite():
+    ext = get_mechanism("linear", "objective_ext", q=0.5)
+    assert ext.gamma(2, 1400.0) == pytest.approx(4 * np.exp(-700.0), rel=1e-12)
+    assert ext.gamma(2, 1e20) == 0.0

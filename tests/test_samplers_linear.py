@@ -158,3 +158,59 @@ def test_kernel_callable_from_njit():
     stats = get_problem("linear", d=2).simulate(100, np.random.default_rng(0))
     out = np.empty((1, 2))
     assert np.isfinite(run(np.random.default_rng(0), stats.G, stats.c, out))
+
+
+def test_exponential_gibbs_at_huge_epsilon_terminates():
+    """ε ≥ 1e20 made the exponential mechanism's Gibbs kernel hang (truncated-normal
+    scheme choice, see test_truncnorm); run in a subprocess so a regression fails."""
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np\n"
+        "from kngflow.mechanisms import get_mechanism\n"
+        "from kngflow.problems import get_problem\n"
+        "s = get_problem('linear', d=12).simulate(100, np.random.default_rng(0))\n"
+        "for eps in (1e20, 1e25, 1e300):\n"
+        "    for kind in ('exponential', 'kng'):\n"
+        "        r = get_mechanism('linear', kind, sampler='gibbs', gibbs_sweeps=50).release(s, eps, np.random.default_rng(0))\n"
+        "        assert np.all(np.isfinite(r.estimate))\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_exponential_conditional_with_zero_diagonal():
+    """G[j, j] = 0 (singular G): the conditional ∝ exp(-2 a r_j t) on [-L, L] is drawn
+    exactly; KS against that law, and a negative control at twice the rate."""
+    from kngflow.samplers.linear import _exp_conditional
+
+    a, rj, L = 0.8, 0.9, 1.5
+    rng = np.random.default_rng(3)
+    draws = np.array([_exp_conditional(rng, 0.0, rj, a, L) for _ in range(20000)])
+    assert np.all(np.abs(draws) <= L)
+    law = sps.truncexpon(b=2 * L * 2 * a * rj, loc=-L, scale=1 / (2 * a * rj))
+    assert sps.kstest(draws, law.cdf).pvalue > 1e-5
+    wrong = sps.truncexpon(b=2 * L * 4 * a * rj, loc=-L, scale=1 / (4 * a * rj))
+    assert sps.kstest(draws, wrong.cdf).pvalue < 1e-5
+    flat = np.array([_exp_conditional(rng, 0.0, 0.0, a, L) for _ in range(20000)])
+    assert sps.kstest(flat, sps.uniform(-L, 2 * L).cdf).pvalue > 1e-5
+
+
+@pytest.mark.parametrize("x2", [1.0, 0.0])
+@pytest.mark.parametrize("kind, norm", [("exponential", None), ("kng", "linf"), ("kng", "l1")])
+def test_gibbs_and_metropolis_agree_on_singular_gram(kind, norm, x2):
+    """Singular X'X (every x = (1, x2); x2 = 0 gives G[1, 1] = 0): the exact sampler is
+    unavailable, Gibbs and Metropolis need no inverse and must agree; negative control at 2ε."""
+    from kngflow.problems.linear import stats_from_arrays
+
+    y = 0.3 + 0.2 * np.linspace(-1, 1, 40)
+    stats = stats_from_arrays(np.column_stack([np.ones(40), np.full(40, x2)]), y, y_bound=1.0)
+    mech = get_mechanism("linear", kind, **({"norm": norm} if norm else {}))
+    M = np.array([[1.0, 1.0], [1.0, -1.0]]) if x2 else np.eye(2)  # the identified direction first
+    gibbs = mech.draw_gibbs(stats, 1.0, np.random.default_rng(1), DRAWS, sweeps=200) @ M
+    metro = mech.draw_metropolis(stats, 1.0, np.random.default_rng(2), DRAWS, steps=2000)[0] @ M
+    assert_same_law(gibbs, metro, 1)
+    wrong = mech.draw_gibbs(stats, 2.0, np.random.default_rng(3), DRAWS, sweeps=200) @ M
+    assert_different_law(metro, wrong, 1)

@@ -107,3 +107,19 @@ def test_validation():
                  (0.0, math.inf, 0.0, 1.0)]:
         with pytest.raises(ValueError, match="sigma > 0 and lo < hi"):
             truncnorm(rng, *args)
+
+
+@pytest.mark.parametrize("a, width", [(1e8, 1e-5), (1e9, 1e-6), (3e9, 5e-6), (1e12, 1e-3)])
+def test_scheme_far_out_picks_exponential(a, width):
+    """Far in the tail (a ≳ 1e8) the uniform proposal accepts w.p. ≈ exp(−a·width) ≈ e^−1000
+    here; the exponential proposal accepts w.p. ≈ 1 − exp(−λ·width).  The old coefficient
+    λa − λ²/2 cancelled catastrophically and chose the uniform: an exponential-mechanism
+    Gibbs kernel at ε ≥ 1e20 hung."""
+    b = a + width
+    assert b > a
+    lam = a + 2.0 / (a + math.hypot(a, 2.0))
+    assert width > math.exp(0.5 * (lam - a) ** 2) / lam  # Robert's criterion: exponential
+    assert SCHEME_NAMES[scheme(a, b)] == "exponential"
+    assert SCHEME_NAMES[scheme(-b, -a)] == "exponential"
+    x = truncnorm(np.random.default_rng(0), 0.0, 1.0, a, b)
+    assert a <= x <= b

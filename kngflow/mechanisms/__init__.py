@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 
 from .base import Release
-from . import quantile, quantreg
+from . import geomedian, mean, quantile, quantreg
 from .linear import KNG, Exponential, ExtendedObjectivePerturbation, NonPrivate, ObjectivePerturbation
 from .quantile import private_quantile
 
@@ -23,6 +23,8 @@ MECHANISMS = {
     },
     "quantile": {"nonprivate": quantile.NonPrivate, "kng": quantile.KNG, "exponential": quantile.Exponential},
     "quantreg": {"nonprivate": quantreg.NonPrivate, "kng": quantreg.KNG, "exponential": quantreg.Exponential},
+    "mean": {"nonprivate": mean.NonPrivate, "kng": mean.KNG, "exponential": mean.Exponential},
+    "geomedian": {"nonprivate": geomedian.NonPrivate, "kng": geomedian.KNG},
 }
 
 __all__ = ["MECHANISMS", "Release", "get_mechanism", "allowed_options", "private_quantile"]

@@ -20,6 +20,7 @@ from ..problems.linear import (
     hessian_bound,
     loss_sensitivity,
     ols,
+    well_conditioned,
 )
 from ..samplers.linear import (
     KIND_EXP,
@@ -75,7 +76,8 @@ class _Linear:
 
 
 class NonPrivate(_Linear):
-    """Ordinary least squares ``G^{-1} c`` (unconstrained): the non-private baseline."""
+    """Ordinary least squares (unconstrained; minimum-norm when ``G`` is singular): the
+    non-private baseline.  Not differentially private: a privacy audit flags it."""
 
     kind = "nonprivate"
 
@@ -104,6 +106,15 @@ class _Sampled(_Linear):
 
     # subclasses set: _kind (kernel code), _rate(stats, eps), _has_gibbs, _exact(...)
     def _release(self, stats, epsilon, rng):
+        """Draw with the first sampler of the policy that succeeds.
+
+        Every sampler targets the same law, so the choice changes only the (MCMC)
+        approximation error, never the target: exact draws need ``G^{-1}`` and are
+        skipped when ``G`` is singular or ill conditioned (every data set of the
+        declared domain releases); a rejection sampler that exhausts ``max_tries``
+        returns nothing, and the accepted draws of one that succeeds follow the target
+        exactly.  Chains start at ``theta = 0`` whatever the data.
+        """
         a = self._rate(stats.d, epsilon)
         order = {
             "auto": ("exact", "gibbs" if self._has_gibbs else "metropolis"),
@@ -113,6 +124,12 @@ class _Sampled(_Linear):
         }[self.sampler]
         for name in order:
             if name == "exact":
+                if not well_conditioned(stats.G):
+                    if len(order) == 1:
+                        raise RuntimeError(
+                            "the exact sampler needs an invertible, well-conditioned G = X'X; use sampler='auto'"
+                        )
+                    continue
                 theta, tries = self._exact(stats, a, rng, 1, self.max_tries)
                 if tries > 0:
                     return theta[0], {"sampler": "exact", "acceptance": 1.0 / tries, "steps": tries}
@@ -129,6 +146,10 @@ class _Sampled(_Linear):
                 theta, acc = self.draw_metropolis(stats, epsilon, rng, 1)
                 return theta[0], {"sampler": "metropolis", "acceptance": float(acc[0]), "steps": self.steps}
         raise AssertionError("unreachable")
+
+    def parameter_box(self, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """Bounds ``(lo, hi)`` of a box holding ``Theta`` (for exact audits on a grid)."""
+        return np.full(d, -self.bound), np.full(d, self.bound)
 
     def log_density(self, stats, epsilon, theta):
         """Unnormalised log density at ``theta`` (..., d) in scaled units; -inf outside Theta.
@@ -147,7 +168,7 @@ class _Sampled(_Linear):
 
     # Batched draws in scaled units (used by tests and diagnostics).
     def draw_exact(self, stats, epsilon, rng, size, max_tries=None):
-        """``size`` exact draws (scaled units) and the total number of tries."""
+        """``size`` exact draws (scaled units) and the total number of tries (needs ``G^{-1}``)."""
         a = self._rate(stats.d, check_epsilon(epsilon))
         theta, tries = self._exact(stats, a, rng, size, max_tries or self.max_tries)
         if tries < 0:
@@ -190,8 +211,9 @@ class KNG(_Sampled):
     -------------------------
     norm : {"l1", "l2", "linf"}
     bound : float, the ℓ1 radius ``B`` of ``Theta``.
-    sampler : {"auto", "exact", "gibbs", "metropolis"}; "auto" tries exact draws and
-        falls back to exact Gibbs (ℓ1, ℓ∞) or Metropolis (ℓ2).
+    sampler : {"auto", "exact", "gibbs", "metropolis"}; "auto" tries exact draws (not
+        when ``G`` is singular or ill conditioned: they need ``G^{-1}``) and falls back
+        to exact Gibbs (ℓ1, ℓ∞) or Metropolis (ℓ2), which target the same law.
     steps : Metropolis sweeps (paper: 10 000); gibbs_sweeps : Gibbs sweeps;
     max_tries : exact-sampler tries before falling back.
     """
@@ -287,12 +309,37 @@ class ExtendedObjectivePerturbation(_Linear):
     def sensitivity(self, d: int) -> float:
         return gradient_sensitivity(self.norm, d, self.bound)
 
+    def noise_law(self, d: int, epsilon: float) -> tuple[str, float, float]:
+        """``(norm, scale, share)`` of the K-norm noise added to the gradient.
+
+        ``V`` has density ∝ ``exp(-||V||_K / scale)``, ``scale = Delta_K / (eps q)``, and
+        pays for the ``share = q`` part of the budget: for adjacent data sets the noise
+        densities at the same output differ by at most
+        ``sup_theta ||grad l_n(D) - grad l_n(D')||_K / scale <= q eps`` (closed form,
+        checked by :func:`kngflow.audit.knorm_audit`).
+        """
+        return self.norm, self.sensitivity(d) / (epsilon * self.q), self.q
+
+    def log_jacobian(self, stats, epsilon: float) -> float:
+        """``log det H`` with ``H = 2G + gamma I``: the Jacobian of ``theta -> V = 2c - H theta``
+        for interior releases, so their density is ``f_V(2c - H theta) det H``.  Between
+        adjacent data sets ``H`` changes by ``2(x'x'^T - x x^T)``, eigenvalues at most
+        ``lambda = 2d`` each way, so ``log det`` moves by at most
+        ``log(1 + lambda/gamma) = eps (1 - q)``: the other share of the budget."""
+        d = stats.d
+        return float(np.linalg.slogdet(2.0 * stats.G + self.gamma(d, epsilon) * np.eye(d))[1])
+
     def gamma(self, d: int, epsilon: float) -> float:
-        return hessian_bound(d) / np.expm1(epsilon * (1.0 - self.q))
+        """``lambda / (exp(eps (1 - q)) - 1)``; as ``lambda e^{-x} / (1 - e^{-x})`` for large
+        ``x = eps (1 - q)``, where ``exp`` overflows (the result underflows towards 0)."""
+        x = epsilon * (1.0 - self.q)
+        if x <= 700.0:
+            return hessian_bound(d) / np.expm1(x)
+        return hessian_bound(d) * np.exp(-x) / -np.expm1(-x)
 
     def _release(self, stats, epsilon, rng):
         d = stats.d
-        V = knorm(rng, self.norm, d, self.sensitivity(d) / (epsilon * self.q))
+        V = knorm(rng, self.norm, d, self.noise_law(d, epsilon)[1])
         H = 2.0 * stats.G + self.gamma(d, epsilon) * np.eye(d)
         h = 2.0 * stats.c - V
         theta = np.empty(d)

@@ -6,13 +6,29 @@
 
 from __future__ import annotations
 
+from .geomedian import GeoMedianProblem
 from .linear import LinearProblem
+from .mean import MeanProblem
 from .quantile import QuantileProblem
 from .quantreg import QuantRegProblem
 
-PROBLEMS = {"linear": LinearProblem, "quantile": QuantileProblem, "quantreg": QuantRegProblem}
+PROBLEMS = {
+    "linear": LinearProblem,
+    "quantile": QuantileProblem,
+    "quantreg": QuantRegProblem,
+    "mean": MeanProblem,
+    "geomedian": GeoMedianProblem,
+}
 
-__all__ = ["PROBLEMS", "get_problem", "LinearProblem", "QuantileProblem", "QuantRegProblem"]
+__all__ = [
+    "PROBLEMS",
+    "get_problem",
+    "GeoMedianProblem",
+    "LinearProblem",
+    "MeanProblem",
+    "QuantileProblem",
+    "QuantRegProblem",
+]
 
 
 def get_problem(name: str, **options):

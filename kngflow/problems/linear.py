@@ -35,6 +35,7 @@ satisfies ``|y - x' theta| <= 1 + B``.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -54,6 +55,9 @@ __all__ = [
     "hessian_bound",
     "loss",
     "gradient",
+    "ols",
+    "ols_stderr",
+    "well_conditioned",
     "BLOCK_ROWS",
 ]
 
@@ -354,23 +358,86 @@ class LinearProblem:
             ),
         }
 
+    # ------------------------------------------------------------------ audit seam
+    def audit_records(self) -> tuple[np.ndarray, np.ndarray]:
+        """Records ``(x_1, ..., x_d, y)`` for privacy audits: ``(boundary, fill)``.
+
+        ``boundary``: the corners of the declared domain, ``x`` in ``{-1, 1}^d`` (the
+        covariate cube's corners, where the gradient's sensitivity bound is reached) and
+        ``y = ±y_max``; the record an audit changes is drawn from these.  ``fill``: the
+        other records of an audit data set, ``x`` in ``{-1, 0, 1}^d`` (``d <= 4``; the
+        corners and 0 beyond) and ``y`` in ``{-y_max, 0, y_max}``.  ``y_max`` is the
+        public bound (1 without one).  Under the ``paper`` protocol ``y`` is unbounded
+        and the scale ``max|y|`` depends on the data: boundary records also take
+        ``y = ±y_max/10`` and fill records ``y`` in ``{-y_max/10, 0, y_max/10}``, so an
+        audit can change ``max|y|`` tenfold with one record.
+        """
+        ym = float(self.y_bound) if self.y_bound is not None else 1.0
+        corners = np.array(list(itertools.product((-1.0, 1.0), repeat=self.d)))
+        if self.d <= 4:
+            xs = np.array(list(itertools.product((-1.0, 0.0, 1.0), repeat=self.d)))
+        else:
+            xs = np.vstack([corners, np.zeros((1, self.d))])
+        ys_b, ys_f = [-ym, ym], [-ym, 0.0, ym]
+        if self.protocol == "paper":
+            ys_b += [-ym / 10, ym / 10]
+            ys_f = [-ym / 10, 0.0, ym / 10]
+        boundary = np.array([[*x, y] for x in corners for y in ys_b])
+        fill = np.array([[*x, y] for x in xs for y in ys_f])
+        return boundary, fill
+
+    def gradient(self, stats: LinearStats, theta: np.ndarray) -> np.ndarray:
+        """Gradient of the scaled empirical risk at ``theta``: ``2 (G theta - c)``."""
+        return gradient(stats, theta)
+
+    def audit_data(self, records: np.ndarray) -> LinearStats:
+        """Mechanism input for a data set given as records ``(m, d + 1)``.
+
+        Applies the problem's protocol: division by the public ``y_bound`` (1 when none
+        is set), or — ``paper`` protocol — by ``max|y|`` of these very records.
+        """
+        records = np.asarray(records, dtype=np.float64)
+        if records.ndim != 2 or records.shape[1] != self.d + 1:
+            raise ValueError(f"records must have shape (m, d + 1) = (m, {self.d + 1}), got {records.shape}")
+        y_bound = None if self.protocol == "paper" else (self.y_bound or 1.0)
+        return stats_from_arrays(records[:, :-1], records[:, -1], y_bound=y_bound)
+
     def data_summary(self, stats: LinearStats) -> dict:
         """``scale`` (R) and the classical OLS standard errors in original units."""
         return {"scale": float(stats.scale), "ols_stderr": ols_stderr(stats)}
 
 
+#: Largest condition number of ``G`` for which ``G^{-1}`` is used: solving with it loses
+#: at most about ``1e8 * 2^-52 ≈ 2e-8`` relative accuracy.
+MAX_CONDITION = 1e8
+
+
+def well_conditioned(G: np.ndarray) -> bool:
+    """Whether ``G`` is invertible with condition number at most :data:`MAX_CONDITION`."""
+    return bool(np.linalg.cond(G) <= MAX_CONDITION)
+
+
 def ols(stats: LinearStats) -> np.ndarray:
-    """Unconstrained least squares in scaled units: ``G^{-1} c``."""
-    return np.linalg.solve(stats.G, stats.c)
+    """Unconstrained least squares in scaled units.
+
+    ``G^{-1} c`` when ``G`` is well conditioned; otherwise (a singular or ill-conditioned
+    ``X'X``, e.g. every row equal) the minimum-norm least-squares solution
+    ``G^+ c = X^+ y'`` (``G theta = c`` is always consistent: ``c = X'y'`` lies in the
+    range of ``X'``, which is the range of ``G``).
+    """
+    if well_conditioned(stats.G):
+        return np.linalg.solve(stats.G, stats.c)
+    return np.linalg.lstsq(stats.G, stats.c, rcond=None)[0]
 
 
 def ols_stderr(stats: LinearStats) -> np.ndarray:
     """Classical OLS standard errors ``scale * sqrt(sigma^2 diag(G^{-1}))``, original units.
 
-    ``sigma^2 = RSS / (n - d)`` with ``RSS = yy - c' G^{-1} c``; NaN when ``n <= d``.
+    ``sigma^2 = RSS / (n - d)`` with ``RSS = yy - c' G^{-1} c``; NaN when ``n <= d`` or
+    when ``G`` is singular or ill conditioned (the coefficients are not identified).
     """
     d = stats.d
-    if stats.n <= d:
+    if stats.n <= d or not well_conditioned(stats.G):
         return np.full(d, np.nan)
     theta = ols(stats)
     rss = max(stats.yy - float(stats.c @ theta), 0.0)

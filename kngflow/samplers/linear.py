@@ -23,7 +23,12 @@ Three samplers, best first:
    inversion; the exponential mechanism's conditional is a truncated normal.
 3. one-at-a-time random-walk Metropolis (:func:`metropolis_chains`): the KNG paper's
    method; Gaussian proposals per coordinate whose scales adapt in burn-in only
-   (batches of 25 sweeps toward acceptance 0.44), frozen afterwards.
+   (batches of 25 sweeps toward acceptance 0.44), frozen afterwards.  The adaptation
+   reads the data, so the chain's finite-step law is an approximation of the target.
+
+The exact draws need ``G^{-1}``; the Gibbs and Metropolis kernels need no inverse and
+accept a singular ``G`` (a coordinate with ``G[j, j] = 0`` has a flat or exponential
+conditional), so mechanisms route singular or ill-conditioned data sets to them.
 
 Every chain starts from ``theta = 0`` (data independent).  A "step" is one sweep over
 all ``d`` coordinates; each coordinate update costs ``O(d)`` through the residual, so a
@@ -293,6 +298,24 @@ def _draw_piecewise(rng, a, L, t0s, f0s, slopes, npieces, logm):
 
 
 @jit
+def _exp_conditional(rng, gjj, rj, a, L):
+    """Draw t on [-L, L] with density ∝ exp(-a (gjj t^2 + 2 rj t)) (``gjj >= 0``).
+
+    A truncated normal ``N(-rj/gjj, 1/(2 a gjj))`` when ``gjj > 0`` and its mean and
+    standard deviation are finite; otherwise (``G[j, j] = 0``: a singular ``G``, every
+    ``x_ij = 0``; or ``gjj`` so small that the normal's parameters overflow) the
+    quadratic term vanishes and the law is exponential with rate ``2 a rj`` on
+    ``[-L, L]`` (uniform when ``rj = 0``), drawn exactly by inversion.
+    """
+    if gjj > 0.0:
+        mu = -rj / gjj
+        sd = 1.0 / math.sqrt(2.0 * a * gjj)
+        if math.isfinite(mu) and math.isfinite(sd) and sd > 0.0:
+            return truncnorm(rng, mu, sd, -L, L)
+    return -L + _draw_seg(rng, 2.0 * a * rj, 2.0 * L)
+
+
+@jit
 def gibbs_chains(rng, G, c, a, B, kind, steps, out):
     """Run ``out.shape[0]`` independent exact coordinate-Gibbs chains of ``steps`` sweeps.
 
@@ -326,8 +349,7 @@ def gibbs_chains(rng, G, c, a, B, kind, steps, out):
                 if L == 0.0:
                     t = 0.0
                 elif kind == KIND_EXP:
-                    gjj = G[j, j]
-                    t = truncnorm(rng, -r0[j] / gjj, 1.0 / math.sqrt(2.0 * a * gjj), -L, L)
+                    t = _exp_conditional(rng, G[j, j], r0[j], a, L)
                 else:
                     if kind == KIND_KNG_LINF:
                         npc = _pieces_linf(r0, G[j], L, t0s, f0s, slopes)
@@ -372,9 +394,12 @@ def metropolis_chains(rng, G, c, a, B, kind, steps, out, acc_out):
             for k in range(d):
                 if abs(G[i, k]) > gmax:
                     gmax = abs(G[i, k])
+            # initial scale: the conditional's width (a singular G can make it infinite)
+            s0 = 0.5 * B
             if kind == KIND_EXP:
-                s0 = 1.0 / math.sqrt(2.0 * a * G[i, i])
-            else:
+                if G[i, i] > 0.0:
+                    s0 = 1.0 / math.sqrt(2.0 * a * G[i, i])
+            elif gmax > 0.0:
                 s0 = 1.0 / (a * gmax)
             sig[i] = min(0.5 * B, s0)
         e = _norm(r, kind) if kind != KIND_EXP else 0.0

@@ -87,16 +87,20 @@ def scheme(a, b):
         if b - a >= math.sqrt(2.0 * math.pi):
             return NORMAL
         return UNIFORM_AROUND_0
+    # The three log coefficients minus their common part log√(2π) + a²/2, using
+    # λa − λ²/2 = a²/2 − (λ − a)²/2 with λ − a = 2/(a + √(a² + 4)) computed directly:
+    # written as λa − λ²/2 the exponential's coefficient cancels catastrophically for
+    # a ≳ 1e8 and the uniform proposal, accepting with probability ≈ e^{−a(b−a)}, was
+    # chosen for intervals where it almost never accepts (the sampler hung).
     lam = _tail_rate(a)
+    gap = 2.0 / (a + math.hypot(a, 2.0))  # λ − a
     w = b - a
-    log_ce = _LOG_SQRT_2PI + math.log(lam) + lam * a - 0.5 * lam * lam
-    if math.isinf(w):
-        log_cu = -math.inf
-    else:
-        log_cu = _LOG_SQRT_2PI + 0.5 * a * a - math.log(w)
-    if _LOG2 >= log_ce and _LOG2 >= log_cu:
+    rel_ce = math.log(lam) - 0.5 * gap * gap
+    rel_cu = -math.inf if math.isinf(w) else -math.log(w)
+    rel_ch = _LOG2 - _LOG_SQRT_2PI - 0.5 * a * a
+    if rel_ch >= rel_ce and rel_ch >= rel_cu:
         return HALF_NORMAL
-    if log_cu >= log_ce:
+    if rel_cu >= rel_ce:
         return UNIFORM_TAIL
     return EXPONENTIAL
 

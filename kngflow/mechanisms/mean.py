@@ -1,0 +1,174 @@
+"""Mechanisms for the mean of bounded data (KNG paper §4.1); sensitivities in
+:mod:`kngflow.problems.mean`.
+
+* :class:`KNG` is the K-norm mechanism ``xbar + W``, ``W ∝ exp(-a ||w||_K)``, drawn exactly
+  (:func:`kngflow.noise.knorm`).
+* :class:`Exponential` is ``N(xbar, s^2 I)`` truncated to the data ball: exact i.i.d.
+  truncated normal coordinates for the ℓ∞ ball, exact coordinate Gibbs (each conditional a
+  truncated normal on the chord of the ball) for the ℓ1 and ℓ2 balls.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._jit import jit
+from ..noise import knorm
+from ..problems.mean import NORMS, MeanData, row_norms, gradient_sensitivity, loss_sensitivity
+from ..samplers.truncnorm import truncnorm
+from .base import Release, check_choice, check_epsilon, check_int, check_rng
+
+__all__ = ["NonPrivate", "KNG", "Exponential", "check_mean_data"]
+
+_CODES = {"l1": 0, "l2": 1, "linf": 2}
+
+
+def check_mean_data(data) -> MeanData:
+    """Validate :class:`MeanData`: a finite ``xbar`` inside the ball, ``n >= 1``."""
+    if not isinstance(data, MeanData):
+        raise TypeError(f"data must be a kngflow.problems.mean.MeanData, got {type(data).__name__}")
+    xbar = data.xbar
+    if not (isinstance(xbar, np.ndarray) and xbar.ndim == 1 and xbar.shape[0] >= 1 and xbar.dtype == np.float64):
+        raise ValueError("data.xbar must be a non-empty 1-D float64 array")
+    if isinstance(data.n, bool) or not isinstance(data.n, (int, np.integer)) or data.n < 1:
+        raise ValueError(f"data.n must be an integer >= 1, got {data.n!r}")
+    if not np.isfinite(xbar).all() or float(row_norms(xbar, data.data_norm)) > data.radius * (1 + 1e-12):
+        raise ValueError(f"data.xbar must be finite and inside the ball ||x||_{data.data_norm} <= {data.radius}")
+    return data
+
+
+class NonPrivate:
+    """The sample mean: the non-private baseline."""
+
+    kind = "nonprivate"
+
+    def release(self, data, epsilon, rng) -> Release:
+        data = check_mean_data(data)
+        check_epsilon(epsilon)
+        check_rng(rng)
+        return Release(data.xbar.copy(), {"sampler": "none", "acceptance": np.nan, "steps": 0})
+
+    def __repr__(self) -> str:
+        return "NonPrivate()"
+
+
+class KNG:
+    """KNG for the mean = the K-norm mechanism (Hardt–Talwar), exact.
+
+    Density ``f(theta) ∝ exp(-a ||xbar - theta||_K)`` on ``R^d`` with
+    ``a = eps n / (2 r c_K)`` (``location_family=True``, Remark 4.1: the normalising
+    constant does not depend on the data) or ``a = eps n / (4 r c_K)`` (the generic KNG
+    rate ``eps / (2 Delta)`` times ``2n``, ``Delta = 4 r c_K``).  ε-DP because
+    ``||xbar - xbar'||_K <= 2 r c_K / n`` (:mod:`kngflow.problems.mean`).
+
+    Keyword-only options: ``norm`` in {"l1", "l2", "linf"}; ``location_family`` (bool).
+    """
+
+    kind = "kng"
+
+    def __init__(self, *, norm="linf", location_family=True):
+        self.norm = check_choice("norm", norm, NORMS)
+        if not isinstance(location_family, bool):
+            raise TypeError(f"location_family must be true or false, got {location_family!r}")
+        self.location_family = location_family
+
+    def __repr__(self) -> str:
+        return f"KNG(norm={self.norm!r}, location_family={self.location_family})"
+
+    def rate(self, data, epsilon) -> float:
+        """``a``: the density is ``exp(-a ||xbar - theta||_K)``."""
+        delta = gradient_sensitivity(data.radius, data.data_norm, self.norm, data.d)
+        factor = 1.0 if self.location_family else 2.0
+        return check_epsilon(epsilon) * 2.0 * data.n / (factor * delta)
+
+    def release(self, data, epsilon, rng) -> Release:
+        data = check_mean_data(data)
+        a = self.rate(data, epsilon)
+        w = knorm(check_rng(rng), self.norm, data.d, 1.0 / a)
+        return Release(data.xbar + w, {"sampler": "exact", "acceptance": 1.0, "steps": 1})
+
+    def parameter_box(self, d: int) -> None:
+        """None: ``Theta = R^d`` has no box, so there is no grid audit.  The privacy loss is
+        ``a ||xbar - xbar'||_K`` in closed form (tests) and audited black-box."""
+        return None
+
+    def log_density(self, data, epsilon, theta):
+        """Unnormalised log density ``-a ||xbar - theta||_K`` at ``theta`` (..., d)."""
+        data = check_mean_data(data)
+        theta = np.asarray(theta, dtype=np.float64)
+        return -self.rate(data, epsilon) * row_norms(theta - data.xbar, self.norm)
+
+
+@jit
+def _exp_draw(rng, xbar, s, r, code, sweeps, out):
+    """``N(xbar, s^2 I)`` truncated to ``{||theta||_code <= r}`` into ``out`` (d,).
+
+    ℓ∞ (code 2): independent exact truncated normals.  ℓ1/ℓ2: ``sweeps`` sweeps of exact
+    coordinate Gibbs started at 0; the conditional of coordinate ``j`` is a truncated
+    normal on the chord ``|theta_j| <= h`` with ``h = r - sum_{k != j} |theta_k|`` (ℓ1) or
+    ``h = sqrt(r^2 - sum_{k != j} theta_k^2)`` (ℓ2).
+    """
+    d = xbar.shape[0]
+    if code == 2:
+        for j in range(d):
+            out[j] = truncnorm(rng, xbar[j], s, -r, r)
+        return
+    for j in range(d):
+        out[j] = 0.0
+    for _ in range(sweeps):
+        for j in range(d):
+            rest = 0.0
+            for k in range(d):
+                if k != j:
+                    rest += abs(out[k]) if code == 0 else out[k] * out[k]
+            h = r - rest if code == 0 else math.sqrt(max(r * r - rest, 0.0))
+            if h > 0.0:
+                out[j] = truncnorm(rng, xbar[j], s, -h, h)
+            else:
+                out[j] = 0.0
+
+
+class Exponential:
+    """Exponential mechanism on the sum of squares over ``Theta`` = the data ball.
+
+    Density ``f(theta) ∝ exp(-eps n ||theta - xbar||_2^2 / (2 Delta))`` on
+    ``{||theta||_D <= r}``, ``Delta = (2 r c_2)^2`` (:mod:`kngflow.problems.mean`): ε-DP by
+    the exponential mechanism.  It is ``N(xbar, Delta/(eps n) I)`` truncated to the ball:
+    exact for the ℓ∞ ball, exact coordinate Gibbs (``gibbs_sweeps`` sweeps from 0) for
+    ℓ1 and ℓ2 balls.
+
+    Keyword-only option: ``gibbs_sweeps`` (int >= 1, default 50).
+    """
+
+    kind = "exponential"
+
+    def __init__(self, *, gibbs_sweeps=50):
+        self.gibbs_sweeps = check_int("gibbs_sweeps", gibbs_sweeps, 1)
+
+    def __repr__(self) -> str:
+        return f"Exponential(gibbs_sweeps={self.gibbs_sweeps})"
+
+    def sd(self, data, epsilon) -> float:
+        """``s = sqrt(Delta / (eps n))``."""
+        return math.sqrt(loss_sensitivity(data.radius, data.data_norm, data.d) / (check_epsilon(epsilon) * data.n))
+
+    def release(self, data, epsilon, rng) -> Release:
+        data = check_mean_data(data)
+        s = self.sd(data, epsilon)
+        out = np.empty(data.d)
+        code = _CODES[data.data_norm]
+        _exp_draw(check_rng(rng), data.xbar, s, data.radius, code, self.gibbs_sweeps, out)
+        if code == 2:
+            return Release(out, {"sampler": "exact", "acceptance": 1.0, "steps": 1})
+        return Release(out, {"sampler": "gibbs", "acceptance": 1.0, "steps": self.gibbs_sweeps})
+
+    def log_density(self, data, epsilon, theta):
+        """Unnormalised log density at ``theta`` (..., d); ``-inf`` outside the ball."""
+        data = check_mean_data(data)
+        theta = np.asarray(theta, dtype=np.float64)
+        inside = row_norms(theta, data.data_norm) <= data.radius
+        q = ((theta - data.xbar) ** 2).sum(axis=-1) / (2.0 * self.sd(data, epsilon) ** 2)
+        return np.where(inside, -q, -np.inf)
+
