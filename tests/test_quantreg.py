@@ -46,6 +46,14 @@ def test_lp_equals_statsmodels_quantreg(tau, n):
     assert check_loss(data, lp) <= check_loss(data, fit) + 1e-12
 
 
+@pytest.mark.parametrize("tau", [0.5, 0.15, 0.9])
+def test_lp_preprocessing_is_exact(tau):
+    """Portnoy-Koenker preprocessing returns the full LP's solution."""
+    data = sim(30_000, 17, tau)
+    full = quantreg_lp(data, direct_max=10**9)
+    np.testing.assert_allclose(quantreg_lp(data, direct_max=1000), full, rtol=0, atol=1e-12)
+
+
 def test_nonprivate_release_in_original_units():
     data = sim(500, 2)
     rel = get_mechanism("quantreg", "nonprivate").release(data, 1.0, np.random.default_rng(0))
@@ -167,11 +175,13 @@ def test_metropolis_gaussian_base_matches_integrated_density():
 def test_release_policy_and_units():
     data = sim(300, 9)
     rng = np.random.default_rng(10)
-    for kind in ("kng", "exponential"):
-        rel = get_mechanism("quantreg", kind).release(data, 1.0, rng)
-        assert rel.info["sampler"] == "gibbs" and rel.estimate.shape == (2,)
+    for kind, first in (("kng", "metropolis"), ("exponential", "gibbs")):
+        rel = get_mechanism("quantreg", kind, steps=50).release(data, 1.0, rng)
+        assert rel.info["sampler"] == first and rel.estimate.shape == (2,)
         rel2 = get_mechanism("quantreg", kind, sampler="metropolis", steps=50).release(data, 1.0, rng)
         assert rel2.info["sampler"] == "metropolis" and rel2.info["steps"] == 50
+        rel3 = get_mechanism("quantreg", kind, sampler="gibbs", gibbs_sweeps=3).release(data, 1.0, rng)
+        assert rel3.info["sampler"] == "gibbs" and rel3.info["steps"] == 3
         assert 0.0 < rel2.info["acceptance"] < 1.0
         assert np.abs(rel.estimate / data.scale).sum() <= 1.0 + 1e-12
     g = get_mechanism("quantreg", "kng", base="gaussian", steps=20).release(data, 1.0, rng)
@@ -308,3 +318,54 @@ def test_mechanism_bad_options():
     bad = sim(10, 0)._replace(y=np.full(10, 2.0))
     with pytest.raises(ValueError, match="data.X and data.y"):
         get_mechanism("quantreg", "exponential").release(bad, 1.0, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("case", ["uniform", "normal", "cauchy", "ties", "clustered", "constant", "one"])
+def test_bucket_argsort(case):
+    from kngflow.samplers.quantile import bucket_argsort
+
+    rng = np.random.default_rng(16)
+    m = 5000
+    keys = {
+        "uniform": rng.random(m),
+        "normal": rng.standard_normal(m),
+        "cauchy": rng.standard_cauchy(m),
+        "ties": np.round(rng.standard_normal(m), 1),
+        "clustered": np.concatenate([rng.random(m - 3) * 1e-9, [1e6, -1e6, 3.0]]),
+        "constant": np.full(m, 2.5),
+        "one": np.array([1.0]),
+    }[case]
+    m = keys.size
+    order = np.full(m + 3, -1, dtype=np.int64)
+    count = np.empty(m + 1, dtype=np.int64)
+    padded = np.concatenate([keys, [np.nan, np.nan]])  # only keys[:m] are read
+    bucket_argsort(padded, m, order, count)
+    np.testing.assert_array_equal(order[:m], np.argsort(keys, kind="stable"))
+
+
+# ------------------------------------------------------------------------ Engel data
+
+def engel_data(tau):
+    from statsmodels.datasets import engel
+
+    df = engel.load_pandas().data  # ships with statsmodels: nothing is downloaded
+    x = (df["income"].to_numpy() - 1000.0) / 4000.0  # public centre and scale
+    X = np.column_stack([np.ones(len(x)), x])
+    return quantreg_data(X, df["foodexp"].to_numpy(), tau, y_bound=2500.0)
+
+
+@pytest.mark.parametrize("tau", [0.5, 0.9])
+def test_engel_lp_equals_statsmodels(tau):
+    data = engel_data(tau)
+    lp = get_mechanism("quantreg", "nonprivate").release(data, 1.0, np.random.default_rng(0)).estimate
+    fit = sm.QuantReg(data.y * data.scale, data.X).fit(q=tau, p_tol=1e-12, max_iter=20_000).params
+    np.testing.assert_allclose(lp, fit, rtol=1e-6)
+
+
+def test_engel_readme_example():
+    """The README's example runs: private releases inside Theta, in original units."""
+    data = engel_data(0.5)
+    rng = np.random.default_rng(7)
+    for kind in ("kng", "exponential"):
+        rel = get_mechanism("quantreg", kind, bound=2.0, steps=200).release(data, 1.0, rng)
+        assert np.abs(rel.estimate / data.scale).sum() <= 2.0 + 1e-12

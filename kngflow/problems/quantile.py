@@ -195,3 +195,22 @@ class QuantileProblem:
 
     def data_summary(self, data) -> dict:
         return {}
+
+    def audit_records(self) -> tuple[np.ndarray, np.ndarray]:
+        """Records (one value each) for privacy audits: ``(boundary, fill)``.
+
+        One record changes ``#{y_i <= theta}`` by one for every ``theta`` between its old
+        and new value, most when it jumps across the whole range: boundary records are
+        ``lower`` and ``upper``; fill records also the midpoint and the quarter points.
+        """
+        lo, hi = self.lower, self.upper
+        boundary = np.array([[lo], [hi]])
+        return boundary, np.array([[lo], [hi], [0.5 * (lo + hi)], [0.75 * lo + 0.25 * hi], [0.25 * lo + 0.75 * hi]])
+
+    def audit_data(self, records: np.ndarray) -> QuantileData:
+        """Mechanism input for a data set given as records ``(m, 1)``."""
+        return quantile_data(np.asarray(records, dtype=float)[:, 0], self.tau, self.lower, self.upper)
+
+    def parameter_box(self) -> tuple[np.ndarray, np.ndarray]:
+        """``Theta = [lower, upper]`` (public bounds, part of the declared domain)."""
+        return np.array([self.lower]), np.array([self.upper])

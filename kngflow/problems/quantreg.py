@@ -39,6 +39,7 @@ Neighbouring data sets differ in one record ``(x_1, y_1) -> (x_1', y_1')``; writ
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from numbers import Real
@@ -151,23 +152,59 @@ def check_gradient(data: QuantRegData, theta) -> np.ndarray:
     return g.reshape(theta.shape)
 
 
-def quantreg_lp(data: QuantRegData) -> np.ndarray:
-    """Exact non-private estimate (scaled units) by the linear program (HiGHS)::
-
-        min tau 1'u + (1 - tau) 1'v  s.t.  X theta + u - v = y,  u, v >= 0.
-    """
+def _dual_lp(X, y, tau, rhs) -> np.ndarray:
+    """``theta`` from ``max y'a  s.t.  X'a = rhs,  tau - 1 <= a_i <= tau`` (HiGHS)."""
     from scipy.optimize import linprog
-    from scipy.sparse import eye, hstack, csr_matrix
 
-    n, d = data.X.shape
-    tau = data.tau
-    cost = np.concatenate([np.zeros(d), np.full(n, tau), np.full(n, 1.0 - tau)])
-    A = hstack([csr_matrix(data.X), eye(n, format="csr"), -eye(n, format="csr")], format="csr")
-    bounds = [(None, None)] * d + [(0, None)] * (2 * n)
-    res = linprog(cost, A_eq=A, b_eq=data.y, bounds=bounds, method="highs")
+    res = linprog(-y, A_eq=X.T, b_eq=rhs, bounds=(tau - 1.0, tau), method="highs")
     if res.status != 0:
         raise RuntimeError(f"quantile-regression LP failed: {res.message}")
-    return res.x[:d].copy()
+    return -np.asarray(res.eqlin.marginals, dtype=np.float64)
+
+
+def quantreg_lp(data: QuantRegData, *, direct_max: int = 5000) -> np.ndarray:
+    """Exact non-private estimate (scaled units) of the quantile-regression linear program.
+
+    The primal ``min tau 1'u + (1 - tau) 1'v  s.t.  X theta + u - v = y,  u, v >= 0`` has
+    ``2n + d`` variables.  kngflow solves its dual, with ``n`` box-bounded variables and
+    ``d`` equality rows (HiGHS)::
+
+        max y'a  s.t.  X'a = 0,  tau - 1 <= a_i <= tau,
+
+    whose equality multipliers are ``theta`` (``-`` HiGHS's ``eqlin.marginals`` for
+    ``min -y'a``): an exact primal solution by strong duality.
+
+    For ``n > direct_max`` it first applies Portnoy & Koenker's (1997) preprocessing:
+    solve on a fixed subsample of ``m ~ 2 sqrt(d) n^(2/3)`` rows, keep the ``~m`` rows
+    whose residuals lie nearest the ``tau``-quantile of the residuals, and fix the dual
+    variables of the others at their bounds (``tau`` above, ``tau - 1`` below the band),
+    which moves their contribution ``X_F'a_F`` to the right-hand side.  The reduced
+    solution is optimal for the full problem iff every fixed row keeps its residual's
+    sign (complementary slackness); this is checked, and the band is doubled until it
+    holds (the full LP is the last resort).  Cost ``O(n d)`` plus a small LP.
+    """
+    X, y, tau = data.X, data.y, data.tau
+    n, d = X.shape
+    if n <= direct_max:
+        return _dual_lp(X, y, tau, np.zeros(d))
+    m = int(min(n, 2.0 * math.sqrt(d) * n ** (2.0 / 3.0)))
+    sub = np.random.default_rng(0).choice(n, size=m, replace=False)  # fixed: the estimate is a function of the data
+    theta = _dual_lp(X[sub], y[sub], tau, np.zeros(d))
+    while 2 * m < n:
+        r = y - X @ theta
+        k_lo = max(int(tau * n - m / 2), 0)
+        k_hi = min(int(tau * n + m / 2), n - 1)
+        lo, hi = np.partition(r, [k_lo, k_hi])[[k_lo, k_hi]]
+        below = r < lo
+        above = r > hi
+        keep = ~(below | above)
+        rhs = -(tau * X[above].sum(axis=0) + (tau - 1.0) * X[below].sum(axis=0))
+        theta_k = _dual_lp(X[keep], y[keep], tau, rhs)
+        r = y - X @ theta_k
+        if np.all(r[below] <= 0.0) and np.all(r[above] >= 0.0):
+            return theta_k
+        m *= 2
+    return _dual_lp(X, y, tau, np.zeros(d))
 
 
 _PROTOCOLS = ("paper", "public_bound")
@@ -262,6 +299,36 @@ class QuantRegProblem:
         return {
             "scale": (("n", "replicate"), "float64", np.nan, {"long_name": "scale of Y (R = max|Y| or the public bound)"}),
         }
+
+    def audit_records(self) -> tuple[np.ndarray, np.ndarray]:
+        """Records ``(x_1, ..., x_d, y)`` for privacy audits: ``(boundary, fill)``.
+
+        ``boundary``: ``x`` at the corners of the covariate cube ``{-1, 1}^d`` (where the
+        gradient's sensitivity ``2 max(tau, 1 - tau) sup ||x||_K`` is reached) and
+        ``y = ±y_max``; ``fill``: ``x`` in ``{-1, 0, 1}^d`` (``d <= 4``; corners and 0
+        beyond) and ``y`` in ``{-y_max, 0, y_max}``.  ``y_max`` is the public bound (1
+        under the paper protocol, whose scale ``max|y|`` depends on the data: boundary
+        records there also take ``y = ±y_max/10``, so one record can change the scale
+        tenfold).
+        """
+        ym = float(self.y_bound) if self.protocol == "public_bound" else 1.0
+        corners = np.array(list(itertools.product((-1.0, 1.0), repeat=self.d)))
+        xs = np.array(list(itertools.product((-1.0, 0.0, 1.0), repeat=self.d))) if self.d <= 4 else np.vstack(
+            [corners, np.zeros((1, self.d))]
+        )
+        ys_b, ys_f = [-ym, ym], [-ym, 0.0, ym]
+        if self.protocol == "paper":
+            ys_b += [-ym / 10, ym / 10]
+            ys_f = [-ym / 10, 0.0, ym / 10]
+        boundary = np.array([[*x, y] for x in corners for y in ys_b])
+        fill = np.array([[*x, y] for x in xs for y in ys_f])
+        return boundary, fill
+
+    def audit_data(self, records: np.ndarray) -> QuantRegData:
+        """Mechanism input for a data set given as records ``(m, d + 1)``, after the protocol."""
+        records = np.asarray(records, dtype=float)
+        y_bound = float(self.y_bound) if self.protocol == "public_bound" else None
+        return quantreg_data(records[:, :-1], records[:, -1], self.tau, y_bound=y_bound)
 
     def data_summary(self, data: QuantRegData) -> dict:
         return {"scale": float(data.scale)}

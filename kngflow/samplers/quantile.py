@@ -23,7 +23,8 @@ Quantile regression, exact coordinate Gibbs (:func:`qr_gibbs_chains`): along coo
 ``j`` with the others fixed, ``r_i(t) = b_i - x_ij t`` changes sign at ``t_i = b_i/x_ij``,
 so ``g`` is piecewise constant in ``t`` with at most ``n`` breaks (KNG conditional:
 piecewise constant) and ``l_n`` is piecewise linear with slope ``g_j`` (exponential
-mechanism: piecewise exponential).  Sorting the breaks costs ``O(n log n)``; one pass
+mechanism: piecewise exponential).  The breaks are sorted by a distribution sort
+(:func:`bucket_argsort`, expected ``O(n)``, worst case ``O(n log n)``); one pass
 updates ``g`` by ``sign(x_ij) x_i`` at each break (``O(n d)``).
 
 Gradients and losses for the generic Metropolis kernel (:mod:`kngflow.samplers.generic`):
@@ -47,6 +48,7 @@ __all__ = [
     "quantile_segments",
     "quantile_draws",
     "qr_gibbs_chains",
+    "bucket_argsort",
     "qr_gradient",
     "qr_loss",
     "quantile_gradient",
@@ -179,8 +181,67 @@ def quantile_loss(theta, args):
     return s
 
 
+#: buckets larger than this are sorted by np.argsort instead of insertion sort
+_BUCKET_MAX = 32
+
+
 @jit
-def _qr_conditional(rng, X, b, j, L, tau, a, target, code, g, keys, idx, T, logm):
+def bucket_argsort(keys, m, order, count):
+    """``order[:m]`` = a stable argsort of ``keys[:m]`` in expected ``O(m)``.
+
+    Distribution sort into ``m`` equal-width buckets over ``[min, max]`` (one counting
+    pass, one placing pass), then insertion sort inside each bucket; a bucket holding
+    more than :data:`_BUCKET_MAX` keys (clustered or tied keys) is sorted by
+    ``np.argsort``, so the worst case stays ``O(m log m)``.  ``count`` is (m + 1,) scratch.
+    """
+    if m == 0:
+        return
+    lo = keys[0]
+    hi = keys[0]
+    for q in range(1, m):
+        v = keys[q]
+        if v < lo:
+            lo = v
+        elif v > hi:
+            hi = v
+    if not hi > lo:
+        for q in range(m):
+            order[q] = q
+        return
+    scale = m / (hi - lo)
+    for q in range(m + 1):
+        count[q] = 0
+    for q in range(m):
+        c = int((keys[q] - lo) * scale)
+        count[min(c, m - 1) + 1] += 1
+    for c in range(m):
+        count[c + 1] += count[c]
+    for q in range(m):
+        c = min(int((keys[q] - lo) * scale), m - 1)
+        order[count[c]] = q
+        count[c] += 1
+    start = 0
+    for c in range(m):  # count[c] is now the end of bucket c
+        end = count[c]
+        if end - start > _BUCKET_MAX:
+            sub = order[start:end].copy()
+            perm = np.argsort(keys[sub], kind="mergesort")
+            for r in range(end - start):
+                order[start + r] = sub[perm[r]]
+        else:
+            for r in range(start + 1, end):
+                o = order[r]
+                v = keys[o]
+                s = r - 1
+                while s >= start and keys[order[s]] > v:
+                    order[s + 1] = order[s]
+                    s -= 1
+                order[s + 1] = o
+        start = end
+
+
+@jit
+def _qr_conditional(rng, X, b, j, L, tau, a, target, code, g, keys, idx, T, logm, order, count):
     """Draw ``t`` on ``[-L, L]`` from the coordinate-``j`` conditional (see module doc).
 
     ``b`` holds the residuals without coordinate ``j``.  Returns the draw.
@@ -201,7 +262,7 @@ def _qr_conditional(rng, X, b, j, L, tau, a, target, code, g, keys, idx, T, logm
                 keys[m] = t
                 idx[m] = i
                 m += 1
-    order = np.argsort(keys[:m])
+    bucket_argsort(keys, m, order, count)
     T[0] = -L
     for q in range(m):
         T[q + 1] = keys[order[q]]
@@ -257,6 +318,8 @@ def qr_gibbs_chains(rng, X, y, tau, a, B, target, code, sweeps, out):
     g = np.empty(d)
     keys = np.empty(n + 1)
     idx = np.empty(n, dtype=np.int64)
+    order = np.empty(n, dtype=np.int64)
+    count = np.empty(n + 1, dtype=np.int64)
     T = np.empty(n + 2)
     logm = np.empty(n + 1)
     for ch in range(out.shape[0]):
@@ -275,7 +338,7 @@ def qr_gibbs_chains(rng, X, y, tau, a, B, target, code, sweeps, out):
                     b[i] = r[i] + X[i, j] * tj
                 t = 0.0
                 if L > 0.0:
-                    t = _qr_conditional(rng, X, b, j, L, tau, a, target, code, g, keys, idx, T, logm)
+                    t = _qr_conditional(rng, X, b, j, L, tau, a, target, code, g, keys, idx, T, logm, order, count)
                 theta[j] = t
                 l1 += abs(t) - abs(tj)
                 for i in range(n):

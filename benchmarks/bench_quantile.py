@@ -1,0 +1,127 @@
+"""Benchmark: quantile regression (KNG paper Figure 2) and the cost of one sampler update.
+
+Three measurements, all in one process run:
+
+1. ``--figure``: the Figure 2 grid (workflows/kng_quantile.toml) on a local cluster of
+   ``--workers`` processes: wall time of the run (cluster start excluded), peak RSS per
+   worker (budget: <= 60 s on 2 cores).
+2. ``--large``: one n = 10^7 replicate: simulation, then one KNG and one exponential-mechanism
+   release with the default sampler (exact coordinate Gibbs) (budget: <= 60 s in all).
+3. ``--updates``: seconds of one exact Gibbs coordinate update and of one Metropolis energy
+   evaluation against n, with the constant per row (both should be linear in n).
+
+    python benchmarks/bench_quantile.py [--figure] [--large] [--updates] [--workers 2]
+
+Without flags all three run.  Times measured on a shared machine are noisy; compare
+ratios within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def figure(spec_path: str, workers: int) -> None:
+    from distributed import Client
+
+    from bench_figure1 import worker_peak_rss  # same directory
+    from kngflow.sweep import load_spec, run_sweep
+    from kngflow.sweep.cluster import local_cluster
+
+    spec = load_spec(spec_path)
+    tmp = tempfile.mkdtemp(prefix="kngflow-bench-")
+    try:
+        with local_cluster(workers, dashboard_address=None) as cluster, Client(cluster) as client:
+            client.wait_for_workers(workers)
+            t0 = time.perf_counter()
+            result = run_sweep(spec, str(Path(tmp) / "figure2.zarr"), client, progress=sys.stderr.isatty())
+            wall = time.perf_counter() - t0
+            rss = client.run(worker_peak_rss)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"figure 2        {spec_path}: n = {list(spec.n)}, {len(spec.replicates)} replicates, "
+          f"{len(spec.mechanisms)} mechanisms")
+    print(f"  cells         {result.done}/{result.total} done, {result.failed} failed, {result.tasks} tasks")
+    print(f"  wall          {wall:.1f} s on {workers} workers (budget 60 s on 2)")
+    print(f"  peak RSS      {max(rss.values()) / 2**20:.0f} MB per worker (max)")
+
+
+def large(n: int) -> None:
+    from kngflow.mechanisms import get_mechanism
+    from kngflow.problems import get_problem
+
+    prob = get_problem("quantreg", tau=0.5, theta_star=[0.0, -1.0])
+    rng = np.random.default_rng(1)
+    small = prob.simulate(1000, rng)
+    for kind in ("kng", "exponential"):  # compile outside the timings
+        get_mechanism("quantreg", kind).release(small, 1.0, rng)
+    t0 = time.perf_counter()
+    data = prob.simulate(n, rng)
+    t_sim = time.perf_counter() - t0
+    total = t_sim
+    print(f"n = {n:.0e}      simulate {t_sim:.2f} s")
+    for kind in ("kng", "exponential"):
+        mech = get_mechanism("quantreg", kind)
+        t0 = time.perf_counter()
+        rel = mech.release(data, 1.0, rng)
+        dt = time.perf_counter() - t0
+        total += dt
+        print(f"  {kind:12s}  {dt:.2f} s ({rel.info['sampler']}, {rel.info['steps']} sweeps), "
+              f"error {prob.error(rel.estimate):.2e}")
+    print(f"  total         {total:.2f} s (budget 60 s)")
+
+
+def updates(ns) -> None:
+    from kngflow.mechanisms import get_mechanism
+    from kngflow.problems import get_problem
+
+    prob = get_problem("quantreg")
+    print("one update     n        Gibbs coordinate (s, ns/row)    Metropolis energy (s, ns/row)")
+    for n in ns:
+        data = prob.simulate(n, np.random.default_rng(2))
+        for kind in ("kng", "exponential"):
+            mech = get_mechanism("quantreg", kind)
+            mech.draw_gibbs(data, 1.0, np.random.default_rng(3), 1, sweeps=1)  # compile
+            mech.draw_metropolis(data, 1.0, np.random.default_rng(3), 1, steps=2)
+            sweeps = max(1, int(2e6 // n))
+            t0 = time.perf_counter()
+            mech.draw_gibbs(data, 1.0, np.random.default_rng(3), 1, sweeps=sweeps)
+            tg = (time.perf_counter() - t0) / (sweeps * data.d)
+            steps = max(2, int(2e7 // n))
+            t0 = time.perf_counter()
+            mech.draw_metropolis(data, 1.0, np.random.default_rng(3), 1, steps=steps)
+            tm = (time.perf_counter() - t0) / (steps * data.d)
+            print(f"  {kind:12s} {n:>9.0e}   {tg:.2e}  {tg / n * 1e9:6.1f}              "
+                  f"{tm:.2e}  {tm / n * 1e9:6.1f}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--figure", action="store_true")
+    ap.add_argument("--large", action="store_true")
+    ap.add_argument("--updates", action="store_true")
+    ap.add_argument("--spec", default=str(ROOT / "workflows" / "kng_quantile.toml"))
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--n", type=int, default=10_000_000, help="n of the large replicate")
+    args = ap.parse_args(argv)
+    every = not (args.figure or args.large or args.updates)
+    if every or args.updates:
+        updates([10**3, 10**4, 10**5, 10**6, 10**7])
+    if every or args.large:
+        large(args.n)
+    if every or args.figure:
+        figure(args.spec, args.workers)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
