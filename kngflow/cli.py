@@ -1,4 +1,4 @@
-"""``kngflow`` command line: run | status | report.
+"""``kngflow`` command line: run | plan | status | report.
 
 Exit status: 0 success, 1 some cells failed (or the run was interrupted),
 2 bad input (invalid spec, a store made from another spec, a bad cluster file).
@@ -49,6 +49,24 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-in-flight", type=int, metavar="K", help="futures in flight (default: 2 per worker thread, >= 4)")
     run.add_argument("--retries", type=int, default=2, metavar="R", help="Dask retries of a failing task (default 2)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--task-timeout", type=float, metavar="S",
+        help="seconds one task may run before its cells are marked failed (default: from the cost model, >= 300)",
+    )
+    run.add_argument("--flush-seconds", type=float, default=2.0, metavar="S",
+                     help="longest time finished results wait in the client before they are written (default 2)")
+    run.add_argument("--yes", action="store_true", help="run even when the plan exceeds the limits (24 core-hours, "
+                     "100 GB of store, 8 GB per worker)")
+
+    plan = sub.add_parser(
+        "plan", help="cells, tasks, compute time, memory and store size of a study, without running it",
+        description="Estimate a run of SPEC from a cost model measured on this machine (a few seconds). "
+        "With --store, cells already done there are not counted.",
+    )
+    plan.add_argument("spec", help="study spec (TOML)")
+    plan.add_argument("--store", metavar="PATH", help="existing store to resume or extend")
+    plan.add_argument("--task-seconds", type=float, default=1.0, metavar="S", help="target duration of one task (default 1)")
+    plan.add_argument("--workers", type=int, metavar="N", help="also show the time on N workers")
 
     status = sub.add_parser("status", help="done / failed / total per n and mechanism, with failure messages")
     status.add_argument("store", metavar="PATH")
@@ -90,9 +108,8 @@ def _dashboard_link(client) -> str | None:
 
 def cmd_run(args) -> int:
     from kngflow.store import StoreError
-    from kngflow.sweep import CostModel, SpecError, load_spec, prepare_store, run_sweep
+    from kngflow.sweep import SpecError, load_spec, prepare_store, run_sweep
     from kngflow.sweep.cluster import ClusterConfigError, connect, load_cluster_config
-    from kngflow.sweep.engine import check_store
 
     try:
         spec = load_spec(args.spec)
@@ -107,6 +124,11 @@ def cmd_run(args) -> int:
     if not args.task_seconds > 0 or args.retries < 0:
         _err("--task-seconds must be > 0 and --retries >= 0")
         return EXIT_BAD_INPUT
+    for name in ("task_timeout", "flush_seconds"):
+        v = getattr(args, name)
+        if v is not None and not v > 0:
+            _err(f"--{name.replace('_', '-')} must be > 0, got {v}")
+            return EXIT_BAD_INPUT
     if not args.connect_timeout > 0:
         _err(f"--connect-timeout must be > 0, got {args.connect_timeout}")
         return EXIT_BAD_INPUT
@@ -121,11 +143,14 @@ def cmd_run(args) -> int:
         if problem:
             _err(f"--scheduler-file {args.scheduler_file} {problem}")
             return EXIT_BAD_INPUT
-    cost = CostModel(task_seconds=args.task_seconds)
     try:  # refuse a foreign store now; create or extend it only once connected
-        check_store(spec, args.store)
+        cost, est = _plan(spec, args.store, args.task_seconds, args.workers)
     except StoreError as exc:
         _err(str(exc))
+        return EXIT_BAD_INPUT
+    why = est.too_big()
+    if why and not args.yes:
+        _err(f"{why}; check the spec, or run again with --yes")
         return EXIT_BAD_INPUT
     dashboard = None if args.no_dashboard else args.dashboard_address
     where = args.scheduler or args.scheduler_file or args.cluster or "local cluster"
@@ -146,7 +171,7 @@ def cmd_run(args) -> int:
                 _err(f"cannot connect to the Dask scheduler of {where}: {exc}")
                 return EXIT_BAD_INPUT
             try:
-                prepared = prepare_store(spec, args.store, replicate_chunk=args.replicate_chunk, cost=cost)
+                prepared = prepare_store(spec, args.store, replicate_chunk=args.replicate_chunk)
             except StoreError as exc:
                 _err(str(exc))
                 return EXIT_BAD_INPUT
@@ -164,6 +189,8 @@ def cmd_run(args) -> int:
                 cost=cost,
                 max_in_flight=args.max_in_flight,
                 retries=args.retries,
+                task_timeout=args.task_timeout,
+                flush_seconds=args.flush_seconds,
                 progress=not args.no_progress,
             )
     except ClusterConfigError as exc:
@@ -183,6 +210,42 @@ def cmd_run(args) -> int:
             print(f"  {r['mechanism']} n={r['n']} eps={r['epsilon']} rep={r['replicate']}: {r['message']}")
         print(f"see: kngflow status {args.store}")
     return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _plan(spec, store, task_seconds: float, workers: int | None):
+    """Calibrate the cost model, print the plan lines and return ``(cost, estimate)``."""
+    from kngflow.sweep import calibrate, estimate
+    from kngflow.sweep.engine import store_progress
+
+    progress = store_progress(spec, store) if store else None
+    cost = calibrate(spec, task_seconds=task_seconds)
+    est = estimate(spec, cost, progress=progress)
+    for line in est.lines(workers):
+        print(line, flush=True)
+    return cost, est
+
+
+def cmd_plan(args) -> int:
+    from kngflow.store import StoreError
+    from kngflow.sweep import SpecError, load_spec
+
+    try:
+        spec = load_spec(args.spec)
+    except SpecError as exc:
+        _err(f"invalid spec {args.spec}: {exc}")
+        return EXIT_BAD_INPUT
+    if not args.task_seconds > 0 or (args.workers is not None and args.workers < 1):
+        _err("--task-seconds must be > 0 and --workers >= 1")
+        return EXIT_BAD_INPUT
+    try:
+        est = _plan(spec, args.store, args.task_seconds, args.workers)[1]
+    except StoreError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    why = est.too_big()
+    if why:
+        print(f"plan: {why}: `kngflow run` asks for --yes")
+    return EXIT_OK
 
 
 def status_text(path, max_messages: int = 20) -> str:
@@ -266,7 +329,7 @@ def cmd_report(args) -> int:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    handler = {"run": cmd_run, "status": cmd_status, "report": cmd_report}[args.command]
+    handler = {"run": cmd_run, "plan": cmd_plan, "status": cmd_status, "report": cmd_report}[args.command]
     return handler(args)
 
 

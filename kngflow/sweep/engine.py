@@ -26,7 +26,7 @@ import numpy as np
 from kngflow import store as st
 
 from . import seeds
-from .plan import CostModel, Task, default_chunks, iter_tasks, plan_tasks
+from .plan import CostModel, Task, default_chunks, default_task_timeout, estimate, iter_tasks
 from .spec import Spec, parse_spec
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "run_sweep",
     "RunResult",
     "store_attrs",
+    "store_progress",
     "SpecMismatch",
 ]
 
@@ -389,15 +390,21 @@ class RunResult:
         return self.failed == 0 and self.done == self.total
 
 
-def default_task_timeout(cost: CostModel, meta) -> float:
-    """Default ``--task-timeout``: 20 times the longest task the cost model predicts, at least 5 min."""
-    labels, eps = meta.coords["mechanism"], meta.coords["epsilon"]
-    longest = max(
-        min(len(meta.coords["replicate"]), cost.replicates_per_task(int(n), labels, len(eps)))
-        * cost.replicate_seconds(int(n), labels, len(eps))
-        for n in meta.coords["n"]
-    )
-    return max(300.0, 20.0 * longest)
+def _progress(meta, done: np.ndarray, spec: Spec) -> dict:
+    """``{n: (cells done, replicates complete)}`` of a store for :func:`~kngflow.sweep.plan.estimate`."""
+    full = set(spec.labels) <= set(meta.coords["mechanism"]) and set(spec.epsilon) <= set(meta.coords["epsilon"])
+    out = {}
+    for i, n in enumerate(meta.coords["n"]):
+        block = done[:, i] != 0
+        out[int(n)] = (int(np.count_nonzero(block)), int(np.count_nonzero(block.all(axis=(0, 1)))) if full else 0)
+    return out
+
+
+def store_progress(spec: Spec, path) -> dict | None:
+    """What the store at ``path`` already holds of ``spec`` (None: no store yet; reads flags only)."""
+    if check_store(spec, path) == "create":
+        return None
+    return _progress(st.read_meta(path), st.read_flags(path)[0], spec)
 
 
 def run_sweep(
@@ -445,7 +452,7 @@ def run_sweep(
     total = int(done.size)
     done_before = int(np.count_nonzero(done))
     if task_timeout is None:
-        task_timeout = default_task_timeout(cost, meta)
+        task_timeout = default_task_timeout(estimate(spec, cost, progress=_progress(meta, done, spec)))
     tasks = iter_tasks(meta, done, cost=cost, key_prefix=f"{store_path}{spec.hash}{uuid.uuid4().hex}")
     del done, _failed
     if log:

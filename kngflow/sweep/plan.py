@@ -31,6 +31,7 @@ __all__ = [
     "calibrate",
     "estimate",
     "default_chunks",
+    "default_task_timeout",
 ]
 
 #: Target bytes of one chunk of the largest variable (``estimate``): chunks of a few MB
@@ -42,24 +43,40 @@ WORKER_BASE_BYTES = 300 << 20
 
 @dataclass(frozen=True)
 class CostModel:
-    """Seconds of one replicate ≈ ``per_row·n + Σ_mechanisms per_release[label]·|ε|``.
+    """Seconds of one replicate ≈ ``per_data + per_row·n + Σ_mechanisms release(label, n)·|ε|``.
 
-    ``per_row`` is the data simulation plus sufficient statistics per row;
-    ``per_release`` the seconds of one release, per mechanism label (``default``
-    for labels not measured).  :func:`calibrate` measures both on this machine.
-    Only task sizes, time limits and estimates depend on it, never results.
+    ``per_data`` and ``per_row`` are the data simulation plus sufficient
+    statistics; ``per_release`` maps a mechanism label to the seconds of one
+    release (stream set-up included) at two sample sizes, ``((n0, s0), (n1, s1))``,
+    interpolated linearly in log n between them (a sampler may switch from MCMC
+    to an exact draw as n grows); ``default_release`` serves labels not
+    measured.  :func:`calibrate` measures all of them on this machine.  Only task
+    sizes, time limits and estimates depend on the model, never results.
     """
 
     per_row: float = 1.0e-7
+    per_data: float = 0.0
     default_release: float = 0.01
     per_release: dict = field(default_factory=dict)
     task_seconds: float = 1.0
 
-    def release_seconds(self, labels) -> float:
-        return float(sum(self.per_release.get(str(lab), self.default_release) for lab in labels))
+    def release(self, label, n: int) -> float:
+        points = self.per_release.get(str(label))
+        if not points:
+            return self.default_release
+        (n0, s0), (n1, s1) = points
+        if n <= n0 or n1 <= n0:
+            return s0
+        if n >= n1:
+            return s1
+        w = math.log(n / n0) / math.log(n1 / n0)
+        return s0 + w * (s1 - s0)
+
+    def release_seconds(self, labels, n: int) -> float:
+        return float(sum(self.release(lab, n) for lab in labels))
 
     def replicate_seconds(self, n: int, labels, n_epsilon: int) -> float:
-        return self.per_row * n + self.release_seconds(labels) * n_epsilon
+        return self.per_data + self.per_row * n + self.release_seconds(labels, n) * n_epsilon
 
     def replicates_per_task(self, n: int, labels, n_epsilon: int) -> int:
         per = max(self.replicate_seconds(n, labels, n_epsilon), 1e-9)
@@ -141,41 +158,65 @@ def plan_tasks(meta, done: np.ndarray, *, cost: CostModel | None = None, key_pre
 def calibrate(spec, *, budget: float = 3.0, task_seconds: float = 1.0) -> CostModel:
     """Measure the cost model of ``spec`` on this machine (a few seconds at most).
 
-    Simulates one data set at ``min(max(n), 2·10^5)`` rows for ``per_row`` and
-    times one release per mechanism at each ε (after one warm-up call, which
-    loads the compiled kernels) on data at the smallest n.  A mechanism whose
-    releases exceed the ``budget`` share is timed at fewer ε (the slowest is
-    kept).  Streams are fresh generators, never the study's.
+    Times the simulation of data sets at the smallest n and at
+    ``min(max(n), 2·10^5)`` rows (``per_data``, ``per_row``), and each mechanism's
+    releases (a fresh stream each, as in a run) on both data sets, after one
+    warm-up call that loads the compiled kernels; a mechanism stops being timed
+    once it has used its share of ``budget`` seconds.  Streams are fresh
+    generators, never the study's.  BLAS runs on one thread, as on a worker.
     """
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        return _calibrate(spec, budget, task_seconds)
+
+
+def _calibrate(spec, budget: float, task_seconds: float) -> CostModel:
     problem = spec.problem()
     mechanisms = spec.build_mechanisms()
     rng = np.random.default_rng(12345)
-    n_probe = int(min(max(spec.n), 200_000))
-    problem.simulate(min(spec.n), rng)  # warm-up (compiled kernels load on first use)
-    t0 = time.perf_counter()
-    problem.simulate(n_probe, rng)
-    per_row = (time.perf_counter() - t0) / n_probe
-    stats = problem.simulate(min(spec.n), rng)
+    n0, n1 = int(min(spec.n)), int(min(max(spec.n), 200_000))
+
+    def best(f, k=3):
+        out = []
+        for _ in range(k):
+            t = time.perf_counter()
+            f()
+            out.append(time.perf_counter() - t)
+        return min(out)
+
+    problem.simulate(n1, rng)  # warm-up: compiled kernels load on first use
+    t0 = best(lambda: problem.simulate(n0, rng))
+    t1 = best(lambda: problem.simulate(n1, rng), 2) if n1 > n0 else t0
+    per_row = max(t1 - t0, 0.0) / (n1 - n0) if n1 > n0 else t0 / n0
+    per_data = max(t0 - per_row * n0, 0.0)
+    data = [(n0, problem.simulate(n0, rng)), (n1, problem.simulate(n1, rng))]
+    eps = sorted(spec.epsilon)
     share = budget / max(1, len(mechanisms))
     per_release = {}
     for label, mech in mechanisms.items():
-        t_mech = time.perf_counter()
-        times = []
-        for k, eps in enumerate(sorted(spec.epsilon)):
-            try:
-                if k == 0:
-                    mech.release(stats, epsilon=eps, rng=rng)
-                t0 = time.perf_counter()
-                mech.release(stats, epsilon=eps, rng=rng)
-                times.append(time.perf_counter() - t0)
-            except Exception:  # noqa: BLE001 - a failing release is the run's business, not the plan's
-                continue
-            if time.perf_counter() - t_mech > share:
-                break
-        if times:
-            per_release[label] = float(np.mean(times))
-    default = max(per_release.values()) if per_release else CostModel.default_release
-    return CostModel(per_row=per_row, default_release=default, per_release=per_release, task_seconds=task_seconds)
+        start = time.perf_counter()
+        points = []
+        for n, stats in data:
+            times = []
+            for k, e in enumerate(eps):
+                try:
+                    if not times and not points:
+                        mech.release(stats, epsilon=e, rng=rng)
+                    t = time.perf_counter()
+                    mech.release(stats, epsilon=e, rng=np.random.default_rng(np.random.SeedSequence(k)))
+                    times.append(time.perf_counter() - t)
+                except Exception:  # noqa: BLE001 - a failing release is the run's business, not the plan's
+                    continue
+                if time.perf_counter() - start > share:
+                    break
+            if times:
+                points.append((n, float(np.mean(times))))
+        if points:
+            per_release[label] = (points[0], points[-1])
+    default = max((p[0][1] for p in per_release.values()), default=CostModel.default_release)
+    return CostModel(per_row=per_row, per_data=per_data, default_release=default, per_release=per_release,
+                     task_seconds=task_seconds)
 
 
 # --------------------------------------------------------------------------- estimate
@@ -198,7 +239,7 @@ class Estimate:
             f"plan: {self.cells} cells, {self.to_compute} to compute in {self.tasks} tasks "
             f"(longest ≈ {_duration(self.max_task_seconds)})",
             f"plan: compute ≈ {_duration(self.compute_seconds)} on one core{par}",
-            f"plan: peak memory ≈ {_size(self.worker_bytes)} per worker; store ≈ {_size(self.number_bytes)} "
+            f"plan: task timeout {default_task_timeout(self):g} s by default; peak memory ≈ {_size(self.worker_bytes)} per worker; store ≈ {_size(self.number_bytes)} "
             f"in ≈ {self.store_files} files",
         ]
 
@@ -213,12 +254,13 @@ class Estimate:
         return None
 
 
-def estimate(spec, cost: CostModel, *, done: np.ndarray | None = None, chunks: dict | None = None) -> Estimate:
+def estimate(spec, cost: CostModel, *, progress: dict | None = None, chunks: dict | None = None) -> Estimate:
     """Cells, tasks, compute seconds, worker memory and store size of running ``spec``.
 
-    ``done`` (flags in the spec's grid order) counts only missing cells; without
-    it every cell is missing.  Counting is per n in closed form, so a 10^8-cell
-    grid is estimated without materialising anything per cell.
+    ``progress`` maps n to ``(cells done, replicates complete)`` in an existing
+    store (:func:`kngflow.sweep.engine.store_progress`); without it every cell is
+    missing.  Counting is per n in closed form, so a 10^8-cell grid is estimated
+    without materialising anything per cell or per task.
     """
     problem = spec.problem()
     d = int(problem.d)
@@ -226,17 +268,13 @@ def estimate(spec, cost: CostModel, *, done: np.ndarray | None = None, chunks: d
     cells = M * len(spec.n) * E * R
     seconds = tasks = to_compute = 0
     longest = 0.0
-    rel = cost.release_seconds(spec.labels)
-    for i, n in enumerate(spec.n):
-        if done is None:
-            reps, cells_n = R, M * E * R
-        else:
-            todo = done[:, i] == 0
-            reps, cells_n = int(np.count_nonzero(todo.any(axis=(0, 1)))), int(np.count_nonzero(todo))
+    for n in spec.n:
+        cells_done, reps_done = (progress or {}).get(int(n), (0, 0))
+        reps, cells_n = R - reps_done, M * E * R - cells_done
         per_task = cost.replicates_per_task(n, spec.labels, E)
         tasks += -(-reps // per_task)
         to_compute += cells_n
-        seconds += reps * cost.per_row * n + rel * cells_n / M
+        seconds += reps * (cost.per_data + cost.per_row * n) + cost.release_seconds(spec.labels, n) * cells_n / M
         if reps:
             longest = max(longest, min(reps, per_task) * cost.replicate_seconds(n, spec.labels, E))
     from kngflow.problems.linear import BLOCK_ROWS
@@ -252,6 +290,11 @@ def estimate(spec, cost: CostModel, *, done: np.ndarray | None = None, chunks: d
     n_vars = 8 + len(data_vars)
     files = n_vars * (n_chunks + 1) + 5 * 2 + 2 + 2  # chunks and metadata, coordinates, theta_star, root
     return Estimate(cells, to_compute, tasks, seconds, longest, int(worker), int(number_bytes), int(files))
+
+
+def default_task_timeout(est: Estimate) -> float:
+    """Default per-task time limit: 20 times the longest task of the estimate, at least 5 minutes."""
+    return max(300.0, 20.0 * est.max_task_seconds)
 
 
 def _duration(s: float) -> str:
