@@ -1,7 +1,10 @@
 """``kngflow`` command line: run | plan | status | report.
 
-Exit status: 0 success, 1 some cells failed (or the run was interrupted),
-2 bad input (invalid spec, a store made from another spec, a bad cluster file).
+Exit status: 0 success; 1 some cells failed (``run``, ``status``); 2 bad input
+(invalid spec, a store made from another spec or in use by another run, a bad
+cluster file, address or path), found before any cluster starts and before
+anything is created; 130 (143) interrupted by SIGINT (SIGTERM), after one line
+on stderr: run the same command again to resume.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -18,18 +22,24 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from kngflow import __version__
+
     p = argparse.ArgumentParser(
         prog="kngflow",
         description="Monte Carlo studies of differential-privacy mechanisms on Dask, stored in xarray/zarr.",
     )
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}", help="print the version and exit")
+    sub = p.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", help="what to do; `kngflow COMMAND -h` for its options"
+    )
 
     run = sub.add_parser(
         "run",
         help="run (or resume, or extend) a study into a store",
         description="Run the study SPEC into the zarr store PATH. Re-running the same command resumes: "
         "only cells not done are computed. A spec that only adds n, epsilon, mechanisms or replicates "
-        "extends the store; any other change is refused.",
+        "extends the store; any other change is refused. One run at a time per store: the lock file "
+        "PATH.lock beside it says which run holds it.",
     )
     run.add_argument("spec", help="study spec (TOML), e.g. workflows/kng_linear.toml")
     run.add_argument("--store", required=True, metavar="PATH", help="zarr store directory (created if missing)")
@@ -50,6 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--retries", type=int, default=2, metavar="R", help="Dask retries of a failing task (default 2)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument(
+        "--log-file", metavar="FILE",
+        help="append Dask's logging and warnings (client and local workers) to FILE instead of the terminal",
+    )
+    run.add_argument(
         "--task-timeout", type=float, metavar="S",
         help="seconds one task may run before its cells are marked failed (default: from the cost model, >= 300)",
     )
@@ -68,13 +82,17 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--task-seconds", type=float, default=1.0, metavar="S", help="target duration of one task (default 1)")
     plan.add_argument("--workers", type=int, metavar="N", help="also show the time on N workers")
 
-    status = sub.add_parser("status", help="done / failed / total per n and mechanism, with failure messages")
-    status.add_argument("store", metavar="PATH")
+    status = sub.add_parser(
+        "status",
+        help="done / failed / total per n and mechanism, with failure messages (exit 1 if cells failed)",
+    )
+    status.add_argument("store", metavar="PATH", help="zarr store written by kngflow run")
     status.add_argument("--max-messages", type=int, default=20, metavar="K", help="failure messages to show (default 20)")
+    status.add_argument("--json", action="store_true", help="print the counts and failures as one JSON object")
 
     report = sub.add_parser("report", help="tables and figures of a store (kngflow.analysis.report)")
-    report.add_argument("store", metavar="STORE")
-    report.add_argument("--out", required=True, metavar="DIR")
+    report.add_argument("store", metavar="STORE", help="zarr store written by kngflow run")
+    report.add_argument("--out", required=True, metavar="DIR", help="directory for report.md and the figures (created)")
     return p
 
 
@@ -95,6 +113,66 @@ def _check_scheduler_file(path) -> str | None:
         return "is not a scheduler file (not JSON); write it with `dask scheduler --scheduler-file FILE`"
     if not isinstance(info, dict) or not isinstance(info.get("address"), str) or not info["address"]:
         return "is not a scheduler file (no scheduler address); write it with `dask scheduler --scheduler-file FILE`"
+    from kngflow.sweep.cluster import check_address
+
+    why = check_address(info["address"])
+    return f"has a bad address {info['address']!r}: {why}" if why else None
+
+
+def _path_problem(option: str, path, *, directory: bool = True) -> str | None:
+    """One line on why ``path`` given to ``option`` cannot be written (None if it can)."""
+    from kngflow.store.lock import writable_problem
+
+    p = Path(path)
+    if directory:
+        problem = writable_problem(p)
+    elif p.is_dir():
+        problem = "is a directory, not a file"
+    elif not p.parent.is_dir():
+        problem = f"cannot be created: directory {p.parent} does not exist"
+    elif p.exists() and not os.access(p, os.W_OK):
+        problem = "is not writable"
+    else:
+        problem = writable_problem(p.parent) and f"cannot be created: directory {p.parent} is not writable"
+    return f"{option} {path} {problem}" if problem else None
+
+
+def _target_problem(args) -> str | None:
+    """Why the store, log file or Dask target of ``run`` cannot work (None if they can).
+
+    Only the syntax of addresses and what is on this machine are checked;
+    nothing is started, contacted or created.
+    """
+    from kngflow.sweep.cluster import (
+        ClusterConfigError,
+        check_address,
+        check_dashboard_address,
+        check_submit_command,
+        load_cluster_config,
+    )
+
+    problem = _path_problem("--store", args.store) or (
+        args.log_file and _path_problem("--log-file", args.log_file, directory=False)
+    )
+    if problem:
+        return problem
+    if args.scheduler:
+        why = check_address(args.scheduler)
+        if why:
+            return f"--scheduler {args.scheduler!r}: {why}"
+    if args.scheduler_file:
+        why = _check_scheduler_file(args.scheduler_file)
+        if why:
+            return f"--scheduler-file {args.scheduler_file} {why}"
+    if not args.no_dashboard and not (args.scheduler or args.scheduler_file):
+        why = check_dashboard_address(args.dashboard_address)
+        if why:
+            return f"--dashboard-address {args.dashboard_address!r}: {why}"
+    if args.cluster:
+        try:
+            check_submit_command(load_cluster_config(args.cluster))
+        except ClusterConfigError as exc:
+            return str(exc)
     return None
 
 
@@ -107,9 +185,7 @@ def _dashboard_link(client) -> str | None:
 
 
 def cmd_run(args) -> int:
-    from kngflow.store import StoreError
-    from kngflow.sweep import SpecError, load_spec, prepare_store, run_sweep
-    from kngflow.sweep.cluster import ClusterConfigError, connect, load_cluster_config
+    from kngflow.sweep.spec import SpecError, load_spec
 
     try:
         spec = load_spec(args.spec)
@@ -132,17 +208,20 @@ def cmd_run(args) -> int:
     if not args.connect_timeout > 0:
         _err(f"--connect-timeout must be > 0, got {args.connect_timeout}")
         return EXIT_BAD_INPUT
-    if args.cluster:
-        try:
-            load_cluster_config(args.cluster)
-        except ClusterConfigError as exc:
-            _err(str(exc))
-            return EXIT_BAD_INPUT
-    if args.scheduler_file:
-        problem = _check_scheduler_file(args.scheduler_file)
-        if problem:
-            _err(f"--scheduler-file {args.scheduler_file} {problem}")
-            return EXIT_BAD_INPUT
+    problem = _target_problem(args)
+    if problem:
+        _err(problem)
+        return EXIT_BAD_INPUT
+
+    import distributed  # noqa: F401 - its loggers must exist before --log-file takes them over
+
+    from kngflow.store import StoreError
+    from kngflow.store.lock import RunLock
+    from kngflow.sweep import prepare_store, run_sweep
+    from kngflow.sweep.cluster import ClusterConfigError, connect
+    from kngflow.sweep.engine import check_store
+    from kngflow.sweep.quiet import log_to_file
+
     try:  # refuse a foreign store now; create or extend it only once connected
         cost, est = _plan(spec, args.store, args.task_seconds, args.workers)
     except StoreError as exc:
@@ -152,10 +231,21 @@ def cmd_run(args) -> int:
     if why and not args.yes:
         _err(f"{why}; check the spec, or run again with --yes")
         return EXIT_BAD_INPUT
+    if args.log_file:
+        log_to_file(args.log_file)
     dashboard = None if args.no_dashboard else args.dashboard_address
     where = args.scheduler or args.scheduler_file or args.cluster or "local cluster"
     try:
         with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(RunLock(args.store))
+                check_store(spec, args.store)  # refuse a foreign store now; create or extend it once connected
+            except StoreError as exc:
+                _err(str(exc))
+                return EXIT_BAD_INPUT
+            if args.scheduler or args.scheduler_file:
+                address = args.scheduler or json.loads(Path(args.scheduler_file).read_text())["address"]
+                print(f"connecting to {address} (timeout {args.connect_timeout:g} s)", flush=True)
             try:
                 client = stack.enter_context(
                     connect(
@@ -165,6 +255,7 @@ def cmd_run(args) -> int:
                         workers=args.workers,
                         dashboard_address=dashboard,
                         timeout=args.connect_timeout,
+                        log_file=args.log_file,
                     )
                 )
             except OSError as exc:  # refused, unreachable, timed out (TimeoutError is an OSError)
@@ -196,9 +287,6 @@ def cmd_run(args) -> int:
     except ClusterConfigError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        _err("interrupted; run the same command again to resume")
-        return EXIT_FAILED
     print(
         f"{result.done}/{result.total} cells done, {result.failed} failed "
         f"({result.computed} computed in {result.seconds:.1f} s, {result.tasks} tasks)",
@@ -248,9 +336,16 @@ def cmd_plan(args) -> int:
     return EXIT_OK
 
 
-def status_text(path, max_messages: int = 20) -> str:
-    """The ``kngflow status`` table as text."""
+def status_data(path, max_messages: int = 20) -> dict:
+    """What ``kngflow status --json`` prints: the store's counts and its current failures.
 
+    Keys: ``store``, ``title``, ``spec_hash``, ``problem``, ``dims`` (size of
+    each coordinate), ``done``, ``failed``, ``total``, ``groups`` (one entry
+    per (n, mechanism) with ``n``, ``mechanism``, ``done``, ``failed``,
+    ``total``, by n then mechanism in spec order) and ``failures`` (at most
+    ``max_messages`` records ``mechanism, n, epsilon, replicate, message`` of
+    cells failed and not done since).
+    """
     from kngflow.store import read_failures, read_flags, read_meta
 
     meta = read_meta(path)
@@ -259,20 +354,18 @@ def status_text(path, max_messages: int = 20) -> str:
     done = done.astype(bool)
     labels = [str(x) for x in meta.coords["mechanism"]]
     ns = [int(x) for x in meta.coords["n"]]
-    width = max([len("mechanism")] + [len(x) for x in labels])
-    lines = [
-        f"store {path}",
-        f"study {meta.attrs.get('title') or '-'} (spec {str(meta.attrs.get('spec_hash', ''))[:12]}), "
-        f"problem {meta.attrs.get('problem')}, dims "
-        + ", ".join(f"{k}={len(v)}" for k, v in meta.coords.items()),
-        f"overall: {int(done.sum())} done, {int(failed.sum())} failed, {done.size} total",
-        "",
-        f"{'n':>10}  {'mechanism':<{width}}  {'done':>7}  {'failed':>7}  {'total':>7}",
+    groups = [
+        {
+            "n": ns[i],
+            "mechanism": lab,
+            "done": int(done[a, i].sum()),
+            "failed": int(failed[a, i].sum()),
+            "total": int(done[a, i].size),
+        }
+        for i in sorted(range(len(ns)), key=lambda k: ns[k])
+        for a, lab in enumerate(labels)
     ]
-    for i in sorted(range(len(ns)), key=lambda k: ns[k]):
-        for a, lab in enumerate(labels):
-            dd, ff = done[a, i], failed[a, i]
-            lines.append(f"{ns[i]:>10}  {lab:<{width}}  {int(dd.sum()):>7}  {int(ff.sum()):>7}  {dd.size:>7}")
+    current = []
     if failed.any():
         idx = {
             "mechanism": {v: k for k, v in enumerate(labels)},
@@ -280,8 +373,9 @@ def status_text(path, max_messages: int = 20) -> str:
             "epsilon": {float(v): k for k, v in enumerate(meta.coords["epsilon"])},
             "replicate": {int(v): k for k, v in enumerate(meta.coords["replicate"])},
         }
-        current = []
         for r in read_failures(path):
+            if len(current) >= max_messages:
+                break
             try:
                 cell = (
                     idx["mechanism"][r["mechanism"]],
@@ -292,10 +386,39 @@ def status_text(path, max_messages: int = 20) -> str:
             except (KeyError, ValueError, TypeError):
                 continue
             if failed[cell]:
-                current.append(r)
+                current.append({k: r[k] for k in ("mechanism", "n", "epsilon", "replicate", "message")})
+    return {
+        "store": str(path),
+        "title": meta.attrs.get("title") or None,
+        "spec_hash": str(meta.attrs.get("spec_hash", "")),
+        "problem": meta.attrs.get("problem"),
+        "dims": {k: len(v) for k, v in meta.coords.items()},
+        "done": int(done.sum()),
+        "failed": int(failed.sum()),
+        "total": int(done.size),
+        "groups": groups,
+        "failures": current,
+    }
+
+
+def status_text(path, max_messages: int = 20, data: dict | None = None) -> str:
+    """The ``kngflow status`` table as text (of ``data``, default :func:`status_data`)."""
+    d = data or status_data(path, max_messages)
+    width = max([len("mechanism")] + [len(g["mechanism"]) for g in d["groups"]])
+    lines = [
+        f"store {path}",
+        f"study {d['title'] or '-'} (spec {d['spec_hash'][:12]}), problem {d['problem']}, dims "
+        + ", ".join(f"{k}={v}" for k, v in d["dims"].items()),
+        f"overall: {d['done']} done, {d['failed']} failed, {d['total']} total",
+        "",
+        f"{'n':>10}  {'mechanism':<{width}}  {'done':>7}  {'failed':>7}  {'total':>7}",
+    ]
+    for g in d["groups"]:
+        lines.append(f"{g['n']:>10}  {g['mechanism']:<{width}}  {g['done']:>7}  {g['failed']:>7}  {g['total']:>7}")
+    if d["failed"]:
         lines.append("")
-        lines.append(f"failures ({int(failed.sum())} cells; showing {min(max_messages, len(current))} messages):")
-        for r in current[:max_messages]:
+        lines.append(f"failures ({d['failed']} cells; showing {len(d['failures'])} messages):")
+        for r in d["failures"]:
             lines.append(f"  {r['mechanism']} n={r['n']} eps={r['epsilon']} rep={r['replicate']}: {r['message']}")
     return "\n".join(lines)
 
@@ -304,16 +427,21 @@ def cmd_status(args) -> int:
     from kngflow.store import StoreError
 
     try:
-        print(status_text(args.store, args.max_messages))
+        data = status_data(args.store, args.max_messages)
     except StoreError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
-    return EXIT_OK
+    print(json.dumps(data) if args.json else status_text(args.store, data=data))
+    return EXIT_FAILED if data["failed"] else EXIT_OK
 
 
 def cmd_report(args) -> int:
     from kngflow.store import StoreError, read_meta
 
+    problem = _path_problem("--out", args.out)
+    if problem:
+        _err(problem)
+        return EXIT_BAD_INPUT
     try:
         read_meta(args.store)
     except StoreError as exc:
@@ -328,9 +456,16 @@ def cmd_report(args) -> int:
 
 
 def main(argv=None) -> int:
+    from kngflow.sweep.quiet import Interrupted, exit_on_signals
+
     args = build_parser().parse_args(argv)
     handler = {"run": cmd_run, "plan": cmd_plan, "status": cmd_status, "report": cmd_report}[args.command]
-    return handler(args)
+    hint = "; run the same command again to resume" if args.command == "run" else ""
+    try:
+        with exit_on_signals("interrupted by {signal}" + hint):
+            return handler(args)
+    except Interrupted as exc:
+        return exc.status
 
 
 if __name__ == "__main__":  # pragma: no cover

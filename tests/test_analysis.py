@@ -188,6 +188,55 @@ def test_slope_recovers_minus_half_and_negative_control_fails(slope_store):
     assert abs(float(ctrl["slope"]) + 1.0) <= 4 * float(ctrl["slope_se"])
 
 
+def test_slope_goodness_of_fit_flags_curved_series(slope_store):
+    _, ds = slope_store
+    fits = ds.kng.slopes().sel(epsilon=1.0)
+    straight, curved = fits.sel(mechanism="NonPrivate"), fits.sel(mechanism="KNG")
+    # a straight line in log-log: χ²/dof ≈ 1; p < 1e-5 for a true line is rarer than 1 in 10^4
+    assert float(straight["p_fit"]) > 1e-5 and not bool(straight["curved"])
+    assert float(straight["slope_se_inflated"]) == float(straight["slope_se"])
+    # negative control: C/√n + K/n over n = 10^2..10^6 is not a line, and its SE is inflated
+    assert float(curved["p_fit"]) < 1e-3 and bool(curved["curved"]) and float(curved["chi2_dof"]) > 5
+    ratio = float(curved["slope_se_inflated"]) / float(curved["slope_se"])
+    assert ratio == pytest.approx(math.sqrt(float(curved["chi2_dof"])))
+
+
+def test_slope_fit_statistics_closed_form():
+    x = np.array([2.0, 3.0, 4.0, 5.0])
+    se = np.full(4, 0.1)
+    y = -0.5 * x + np.array([0.1, -0.1, -0.1, 0.1])
+    fit = summaries._wls_line(x, y, se, absolute_sigma=True)
+    resid = y - (fit["intercept"] + fit["slope"] * x)
+    assert fit["chi2"] == pytest.approx(np.sum((resid / se) ** 2))
+    assert fit["chi2_dof"] == pytest.approx(fit["chi2"] / 2)
+    assert fit["p_fit"] == pytest.approx(math.exp(-fit["chi2"] / 2))  # χ² with 2 dof: sf = exp(−x/2)
+    two = summaries._wls_line(x[:2], y[:2], se[:2], absolute_sigma=True)
+    assert math.isnan(two["p_fit"]) and two["curved"] == 0.0
+
+
+def test_wilson_interval_known_values():
+    lo, hi = summaries.wilson_interval(0.0, 10, Z975)
+    assert lo == pytest.approx(0.0, abs=1e-15) and hi == pytest.approx(Z975**2 / (10 + Z975**2))
+    lo, hi = summaries.wilson_interval(1.0, 50, Z975)
+    assert hi == pytest.approx(1.0) and 0.92 < lo < 0.93  # never the zero-width "1.000 ± 0.000"
+    lo, hi = summaries.wilson_interval(np.array([0.5]), np.array([0]), 1.0)
+    assert np.isnan(lo).all() and np.isnan(hi).all()
+
+
+def test_median_se_matches_the_spread_of_medians():
+    """McKean–Schrader SE ≈ the SD of sample medians (normal data: √(π/2)·σ/√k); the mean's SE does not."""
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((4000, 101))
+    target = np.median(a, axis=1).std()
+    se = summaries._median_se_last(a).mean()
+    assert abs(se / target - 1) < 0.08
+    wrong = (a.std(axis=1, ddof=1) / np.sqrt(101)).mean()  # negative control: the SE of the mean
+    assert abs(wrong / target - 1) > 0.08
+    a[:, 60:] = np.nan  # NaN (unfinished replicates) are ignored
+    assert abs(summaries._median_se_last(a).mean() / np.nanmedian(a, axis=1).std() - 1) < 0.08
+    assert np.isnan(summaries._median_se_last(np.array([1.0, np.nan, np.nan])))
+
+
 def test_slope_n_min_restricts_the_fit(slope_store):
     _, ds = slope_store
     full = ds.kng.slopes().sel(mechanism="KNG", epsilon=1.0)
@@ -361,7 +410,7 @@ def test_figure_error_vs_n(slope_store):
     lines = _labelled_lines(ax)
     assert [ln.get_label() for ln in lines] == labels
     assert all(ln.get_marker() not in (None, "None", "") for ln in lines)
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == labels
+    assert [t.get_text() for t in ax.get_legend().get_texts()][:4] == labels
     # log10-transformed values on linear axes, labelled as such (the paper's "base 10 log of both axes")
     assert ax.get_xscale() == "linear" and ax.get_yscale() == "linear"
     assert ax.get_xlabel() == "log10(n)"
@@ -372,6 +421,11 @@ def test_figure_error_vs_n(slope_store):
         np.testing.assert_allclose(ln.get_ydata(), s["log10_mean_error"].sel(mechanism=ln.get_label()).values)
     assert np.isnan(lines[1].get_ydata()[-1])  # KNG at 10^7 unfinished: a gap, not a zero
     assert "ε = 1" in ax.get_title()
+    # NonPrivate at 10^7 has 40 of 100 replicates: an open marker there, and a legend key for it
+    partial = [ln for ln in ax.get_lines() if ln.get_label() == "_partial"]
+    assert len(partial) == 1 and partial[0].get_xdata().tolist() == [7.0]
+    assert partial[0].get_markerfacecolor() in ("white", (1.0, 1.0, 1.0, 1.0))
+    assert ax.get_legend().get_texts()[-1].get_text() == "open: partial (< 100 replicates)"
     sub = figures.figure_error_vs_n(ds, epsilon=1.0, mechanisms=["KNG", "NonPrivate"], errorbars=False)
     assert [ln.get_label() for ln in _labelled_lines(sub.axes[0])] == ["KNG", "NonPrivate"]
 
@@ -404,6 +458,7 @@ def test_figure_error_vs_epsilon(eps_store):
     np.testing.assert_allclose(lines[1].get_xdata(), ds["epsilon"].values)
     np.testing.assert_allclose(lines[1].get_ydata(), s["median_error"].sel(mechanism="l1").values)
     assert np.all(np.diff(lines[1].get_ydata()) < 0)  # more privacy budget, less error
+    assert len(ax.containers) == 3  # ±1 SE bars (of the median) for every mechanism
     fig = figures.figure_error_vs_epsilon(ds, n=10**6, statistic="mean", logy=True)
     assert fig.axes[0].get_yscale() == "log" and fig.axes[0].get_ylabel() == "mean ℓ2 distance to truth"
     with pytest.raises(ValueError, match="n=... is required"):
@@ -430,6 +485,22 @@ def test_figure_coverage_vs_epsilon(eps_store):
     assert np.all(lines[1].get_ydata() >= lines[0].get_ydata())
     allfig = figures.figure_coverage_vs_epsilon(ds, n=10**6, how="all")
     assert "all coefficients" in allfig.axes[0].get_ylabel()
+
+
+def test_figure_facets_one_panel_per_value(eps_store):
+    _, ds = eps_store
+    fig = figures.figure_facets(ds, figures.figure_error_vs_epsilon)
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in panels] == ["n = $10^{4}$", "n = $10^{6}$"]
+    assert all(ax.get_legend() is None for ax in panels)
+    (legend,) = fig.legends  # one legend for the figure
+    assert [t.get_text() for t in legend.get_texts()][:3] == ["MLE", "l1", "linf"]
+    per_eps = figures.figure_facets(ds, figures.figure_error_vs_n)
+    assert len([ax for ax in per_eps.axes if ax.get_visible()]) == 7
+    cov = figures.figure_facets(ds, figures.figure_coverage_vs_epsilon, how="all")
+    assert "all coefficients" in cov.axes[0].get_ylabel() and cov.axes[1].get_ylabel() == ""
+    with pytest.raises(ValueError, match="figure="):
+        figures.figure_facets(ds, print)
 
 
 def test_accessor_plot_shortcuts(eps_store):

@@ -24,6 +24,7 @@ from kngflow.sweep.cluster import (
     KINDS,
     WORKER_ENV,
     ClusterConfigError,
+    check_submit_command,
     cluster_from_config,
     jobqueue_options,
     kubernetes_manifest,
@@ -156,11 +157,32 @@ def test_jobqueue_options_keeps_user_prologue_and_adds_each_export_once():
     assert cfg["options"]["job_script_prologue"] == ["module load python", "export OMP_NUM_THREADS=1"]
 
 
-def test_jobqueue_unknown_option_is_a_config_error(tmp_path):
-    pytest.importorskip("dask_jobqueue")
-    cfg = load_cluster_config(_write(tmp_path, "kind: slurm\noptions: {cores: 1, memory: 1GiB, no_such_option: 3}\n"))
-    with pytest.raises(ClusterConfigError, match=r"^cluster\.options: .*no_such_option"):
-        cluster_from_config(cfg, start=False)
+@pytest.mark.parametrize(
+    "kind, options, match",
+    [
+        ("slurm", "{cores: 1, memory: 1GiB, no_such_option: 3}", r"^cluster\.options\.no_such_option: unknown option for kind slurm"),
+        ("pbs", "{cores: 1, memory: 1GiB, walltme: '1:00:00'}", r"^cluster\.options\.walltme: .*did you mean walltime"),
+        ("local", "{memory_limt: 2GiB}", r"^cluster\.options\.memory_limt: unknown option for kind local; did you mean memory_limit"),
+    ],
+)
+def test_unknown_option_is_refused_when_the_file_is_read(kind, options, match, tmp_path):
+    """Before any scheduler starts (a local cluster would only fail once its workers start)."""
+    if kind != "local":
+        pytest.importorskip("dask_jobqueue")
+    with pytest.raises(ClusterConfigError, match=match):
+        load_cluster_config(_write(tmp_path, f"kind: {kind}\noptions: {options}\n"))
+
+
+def test_submit_command_must_be_on_path(tmp_path, monkeypatch):
+    slurm = load_cluster_config(CLUSTER / "slurm.yaml")
+    local = load_cluster_config(CLUSTER / "local.yaml")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ClusterConfigError, match=r"^cluster\.kind: slurm submits jobs with sbatch, which is not on PATH"):
+        check_submit_command(slurm)
+    check_submit_command(local)  # nothing to submit
+    (tmp_path / "sbatch").write_text("#!/bin/sh\n")
+    (tmp_path / "sbatch").chmod(0o755)
+    check_submit_command(slurm)
 
 
 @pytest.mark.parametrize("adapt", [None, {"minimum": 1, "maximum": 3}])

@@ -30,7 +30,7 @@ def n_grid_store(tmp_path_factory):
         SM("NonPrivate", "nonprivate"),
         SM("ExpMech", "exponential", lambda n, e: 2.0 / np.sqrt(n)),
         SM("ObjPert", "objective", lambda n, e: 0.3 / np.sqrt(n) + 10.0 / n),
-        SM("KNG", "kng", lambda n, e: 0.3 / np.sqrt(n) + 3.0 / n),
+        SM("KNG", "kng", lambda n, e: 0.3 / np.sqrt(n) + 10.0 / n),
     ]
     raw = synthetic_dataset(mechs, n=[10**2, 10**3, 10**4, 10**5, 10**6], replicates=50, d=12, seed=2, done=lambda lab, n, e, r: n < 10**6)
     path = tmp_path_factory.mktemp("stores") / "kng_linear.zarr"
@@ -45,6 +45,11 @@ def test_report_on_partial_n_grid(n_grid_store, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["error_vs_n.png", "report.md"]
     assert _is_png(out / "error_vs_n.png")
     assert "](error_vs_n.png)" in md
+    # the caption states the statistic, the bars and the partial-point marker; skipped figures are listed
+    caption = [line for line in md.splitlines() if line.startswith("*Log10 of the mean")][0]
+    assert "±1 Monte Carlo SE" in caption and "open markers: partial points" in caption
+    assert "- error_vs_epsilon.png: skipped, the grid has a single ε" in md
+    assert "- coverage_vs_epsilon.png: skipped, the grid has a single ε" in md
     # how complete the store is, and what is missing
     assert "800 of 1000 cells finished (80.0%)" in md
     assert "missing: n=10^6 (0/50 replicates)" in md
@@ -62,6 +67,10 @@ def test_report_on_partial_n_grid(n_grid_store, tmp_path):
     np_slope = [r for r in _rows(md, "NonPrivate") if "±" in r and "/50" not in r][0]
     slope = float(np_slope.split("|")[3].split("±")[0])
     assert abs(slope + 0.5) < 0.05
+    # χ²/dof per fit; KNG's C/√n + K/n curve is no straight line over n = 10^2..10^5: flagged
+    assert "χ²/dof" in md
+    kng_slope = [r for r in kng_rows if "±" in r and "/50" not in r][0]
+    assert "†" in kng_slope.split("|")[3] and "†" not in np_slope
     # KNG and exponential mechanism ratio to the non-private at each n (ObjPert is not in it)
     section = md.split("## KNG and exponential mechanism")[1].split("##")[0]
     assert "KNG (kng)" in section and "ExpMech (exponential)" in section and "ObjPert" not in section
@@ -84,6 +93,11 @@ def test_report_on_epsilon_grid(tmp_path):
     names = sorted(p.name for p in out.iterdir())
     assert names == ["coverage_vs_epsilon.png", "error_vs_epsilon.png", "report.md"]
     assert all(_is_png(out / n) for n in names if n.endswith(".png"))
+    assert "- error_vs_n.png: skipped, the grid has a single n" in md
+    # proportions get Wilson intervals, never a zero-width "1.000 ± 0.000"
+    cov_rows = md.split("## Coverage")[1].splitlines()
+    assert any(re.search(r"\| 1\.000 \[0\.9\d\d, 1\.000\] \|", r) for r in cov_rows)
+    assert "± 0.000" not in md.split("## Coverage")[1]
     assert "the store is complete." in md
     assert "## Log–log slopes" not in md  # one n: no slope
     assert len(_rows(md, "l1")) == 7 + 7  # error table + coverage table
@@ -98,15 +112,25 @@ def test_report_on_two_axes_and_without_nonprivate(tmp_path):
     write_store(raw, tmp_path / "s.zarr")
     md = write_report(tmp_path / "s.zarr", tmp_path / "out")
     names = sorted(p.name for p in (tmp_path / "out").iterdir())
-    assert names == [
-        "error_vs_epsilon_n100.png",
-        "error_vs_epsilon_n1000.png",
-        "error_vs_n_eps0p5.png",
-        "error_vs_n_eps1.png",
-        "report.md",
-    ]  # no coverage figure: there is no non-private reference
+    # one faceted figure per kind (a panel per n or per ε), not one file per panel
+    assert names == ["error_vs_epsilon.png", "error_vs_n.png", "report.md"]
+    assert "- coverage_vs_epsilon.png: skipped, no non-private reference mechanism in the study" in md
     assert "none (no mechanism of kind nonprivate)" in md
     assert "ratio to" not in md and "Coverage" not in md
+
+
+def test_report_titles_and_problems_without_standard_errors(tmp_path):
+    """A study name titles the report; a problem without ols_stderr gets no coverage, and says why."""
+    mechs = [SM("np", "nonprivate"), SM("k", "kng", lambda n, e: 1 / (e * np.sqrt(n)))]
+    raw = synthetic_dataset(mechs, n=[100, 1000], epsilon=[0.5, 1.0], replicates=10, d=1, seed=8)
+    raw = raw.drop_vars("ols_stderr")
+    raw.attrs.update(title="median_study", problem="quantile")
+    write_store(raw, tmp_path / "q.zarr")
+    md = write_report(tmp_path / "q.zarr", tmp_path / "out")
+    assert md.startswith("# kngflow report: median_study") and "- problem: quantile" in md
+    assert "- coverage_vs_epsilon.png: skipped, the quantile problem stores no non-private standard errors" in md
+    assert "Coverage" not in md
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["error_vs_epsilon.png", "error_vs_n.png", "report.md"]
 
 
 def test_report_on_empty_store(tmp_path):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_tiny_spec_parses():
     spec = parse_spec(tiny_spec(extra=EXPONENTIAL))
     assert spec.labels == ("nonprivate", "kng", "exponential")
-    assert spec.n == (20, 50) and spec.epsilon == (0.5, 2.0) and spec.replicates == (0, 1, 2, 3)
+    assert spec.n == (20, 50) and spec.epsilon == (0.5, 2.0) and tuple(spec.replicates) == (0, 1, 2, 3)
     # sampler defaults go only to mechanisms that accept them
     opts = {m.label: m.options for m in spec.mechanisms}
     assert "steps" not in opts["nonprivate"]
@@ -48,6 +51,77 @@ def test_hash_ignores_cosmetics_but_not_science():
     assert parse_spec(tiny_spec(seed=8)).hash != base
     assert parse_spec(tiny_spec(epsilon=(0.5, 2.0, 4.0))).hash != base
     assert parse_spec(text.replace("steps = 200", "steps = 300")).hash != base
+
+
+#: Hashes of the workflow specs before the replicate count was kept as a range:
+#: stores made from them must still resume.
+FROZEN_HASHES = {
+    "kng_linear": "b46dae1c56dc9bdf2c1f8f68bd534dedcfa474570c433aae635d06996e873048",
+    "kng_linear_eps": "b8e4e840a9acdd4a76c2040fb3a929ff415a9200577c84a2fbbce85d4f508825",
+    "smoke": "cb48a39235ec236ee1161132dc9e0b60ced823453a85e8c1626e0ca8125bf93e",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FROZEN_HASHES))
+def test_workflow_hashes_are_frozen(name):
+    assert load_spec(ROOT / "workflows" / f"{name}.toml").hash == FROZEN_HASHES[name]
+
+
+@pytest.mark.parametrize("replicates", [4, 70_000, [5, 1, 3]])
+def test_streamed_hash_is_the_hash_of_the_canonical_json(replicates):
+    spec = parse_spec(tiny_spec(replicates=replicates))
+    blob = json.dumps(spec.canonical(), sort_keys=True, separators=(",", ":"))
+    assert spec.hash == hashlib.sha256(blob.encode()).hexdigest()
+    # allow_extreme changes no result, so not the hash either
+    assert parse_spec(tiny_spec(replicates=replicates).replace("[grid]", "[grid]\nallow_extreme = true")).hash == spec.hash
+
+
+def test_a_huge_replicate_count_is_refused_without_memory_or_time():
+    t0 = time.perf_counter()
+    with pytest.raises(SpecError, match=r"^grid\.replicates: 1000000000 replicates is beyond the limit 1e\+08; set allow_extreme"):
+        parse_spec(tiny_spec(replicates=10**9))
+    assert time.perf_counter() - t0 < 5  # materialising 10^9 replicates takes minutes and 40 GB
+    spec = parse_spec(tiny_spec(replicates=10**9, extra="").replace("[grid]", "[grid]\nallow_extreme = true"))
+    assert isinstance(spec.replicates, range) and len(spec.replicates) == 10**9
+
+
+def _extreme(text):
+    return text.replace("[grid]", "[grid]\nallow_extreme = true")
+
+
+LIMITS = [
+    # (spec text, field regex): refused as is, accepted with allow_extreme = true
+    (tiny_spec(n=(20, 10**9 + 1)), r"^grid\.n\[1\]: n = 1000000001 is beyond the limit 1e\+09; set allow_extreme = true"),
+    (tiny_spec(n=(10**12,)), r"^grid\.n\[0\]: n = 1000000000000 is beyond the limit"),
+    (tiny_spec(replicates=10**8 + 1), r"^grid\.replicates: 100000001 replicates is beyond the limit 1e\+08"),
+    (tiny_spec(epsilon=(0.5, 1e20)), r"^grid\.epsilon\[1\]: epsilon = 1e\+20 is outside \[1e-06, 1e\+06\]; set allow"),
+    (tiny_spec(epsilon=(9e-7,)), r"^grid\.epsilon\[0\]: epsilon = 9e-07 is outside \[1e-06, 1e\+06\]"),
+]
+
+
+@pytest.mark.parametrize("text,match", LIMITS, ids=[m.split(":")[0] for _, m in LIMITS])
+def test_extreme_grid_values_need_allow_extreme(text, match):
+    with pytest.raises(SpecError, match=match):
+        parse_spec(text)
+    parse_spec(_extreme(text))
+
+
+def test_grid_limits_are_inclusive():
+    parse_spec(tiny_spec(n=(20, 10**9), epsilon=(1e-6, 1e6), replicates=10**8))
+
+
+def test_allow_extreme_must_be_a_boolean():
+    with pytest.raises(SpecError, match=r"^grid\.allow_extreme: must be true or false, got 1"):
+        parse_spec(tiny_spec().replace("[grid]", "[grid]\nallow_extreme = 1"))
+
+
+def test_non_utf8_spec_file_is_refused(tmp_path):
+    path = tmp_path / "latin1.toml"
+    path.write_bytes(tiny_spec().replace('"tiny"', '"caf\u00e9"').encode("latin-1"))
+    with pytest.raises(SpecError, match=r"^spec: '.*latin1\.toml' is not UTF-8 text \(byte 0xe9 at offset \d+\)"):
+        load_spec(path)
+    path.write_bytes(tiny_spec().replace('"tiny"', '"caf\u00e9"').encode("utf-8"))
+    assert load_spec(path).name == "caf\u00e9"
 
 
 def _replace(old, new, **kw):

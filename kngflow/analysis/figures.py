@@ -15,6 +15,13 @@
   nominal level as a dashed line and the empirical coverage of θ* by the
   non-private CI as a solid line.
 
+Each draws one stated statistic with ±1 SE bars (delta-method SE of
+log10 mean error; McKean–Schrader SE of the median; 68 % Wilson interval of a
+proportion), marks partial points — groups with fewer finished replicates
+than the grid asks for — with open markers, and takes its title from the
+study's name (the spec's ``name``).  :func:`figure_facets` puts one of them
+per value of n (or ε) side by side in a single figure.
+
 The figures are :class:`matplotlib.figure.Figure` objects built without
 pyplot (rendered with Agg by ``savefig``), so no global state is touched and
 nothing needs closing.
@@ -25,14 +32,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import math
+
 import numpy as np
 import xarray as xr
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from . import summaries as _s
 
-__all__ = ["figure_error_vs_n", "figure_error_vs_epsilon", "figure_coverage_vs_epsilon"]
+__all__ = ["figure_error_vs_n", "figure_error_vs_epsilon", "figure_coverage_vs_epsilon", "figure_facets", "study_name"]
 
 _KIND_COLORS = {
     "nonprivate": "black",
@@ -60,6 +70,44 @@ def _styles(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
         used.add(color)
         styles[label] = {"color": color, "marker": _MARKERS[i % len(_MARKERS)]}
     return styles
+
+
+def study_name(ds: xr.Dataset) -> str:
+    """The study's name for titles: the spec's ``name``, else the problem's."""
+    return str(ds.attrs.get("title") or ds.attrs.get("problem") or "").strip()
+
+
+def _titled(ds: xr.Dataset, what: str) -> str:
+    study = study_name(ds)
+    return f"{study}: {what}" if study else what
+
+
+def _draw_series(ax: Axes, x, y, yerr, partial, style: dict[str, Any], label: str) -> None:
+    """One mechanism's line with ±1 SE bars; open markers at partial points."""
+    color, marker = style.get("color"), style.get("marker", "o")
+    ax.plot(x, y, marker=marker, color=color, label=label, linewidth=1.5, markersize=5)
+    if yerr is not None:
+        ax.errorbar(x, y, yerr=yerr, fmt="none", ecolor=color, capsize=0, elinewidth=1)
+    partial = np.asarray(partial, dtype=bool) & np.isfinite(np.asarray(y, dtype=float))
+    if partial.any():
+        ax.plot(np.asarray(x)[partial], np.asarray(y)[partial], linestyle="none", marker=marker,
+                markersize=6, markerfacecolor="white", markeredgecolor=color, label="_partial")
+
+
+def _legend_entries(axes: Sequence[Axes], ds: xr.Dataset) -> tuple[list, list[str]]:
+    """The labelled lines of ``axes`` (each label once), plus a key for open (partial) markers if any."""
+    entries: dict[str, Any] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    if any(ln.get_label() == "_partial" for ax in axes for ln in ax.get_lines()):
+        key = f"open: partial (< {ds.sizes['replicate']} replicates)"
+        entries[key] = Line2D([], [], linestyle="none", marker="o", markerfacecolor="white", markeredgecolor="0.3")
+    return list(entries.values()), list(entries)
+
+
+def _legend(ax: Axes, ds: xr.Dataset, **kwargs: Any) -> None:
+    ax.legend(*_legend_entries([ax], ds), frameon=False, **kwargs)
 
 
 def _new_axes(ax: Axes | None, figsize: tuple[float, float] = (6.4, 4.8)) -> tuple[Figure, Axes]:
@@ -115,6 +163,7 @@ def figure_error_vs_n(
     summary: xr.Dataset | None = None,
     ax: Axes | None = None,
     title: str | None = None,
+    legend: bool = True,
 ) -> Figure:
     """KNG Figures 1–2: log10 average ℓ2 error against log10 n, one line per mechanism.
 
@@ -127,7 +176,8 @@ def figure_error_vs_n(
     mechanisms : sequence of str, optional
         Labels to draw (default: all, in store order).
     errorbars : bool
-        Draw ±1 Monte Carlo SE (delta method, log10 scale).
+        Draw ±1 Monte Carlo SE (delta method, log10 scale).  Points with
+        fewer finished replicates than the grid's are drawn open.
     summary : xarray.Dataset, optional
         A precomputed :func:`~kngflow.analysis.summaries.error_summary`.
     ax : matplotlib Axes, optional
@@ -141,26 +191,23 @@ def figure_error_vs_n(
     """
     eps = _pick(ds, "epsilon", epsilon, _s.format_epsilon)
     summ = _s.error_summary(ds) if summary is None else summary
-    summ = summ[["log10_mean_error", "log10_mean_error_se", "n_valid"]].sel(epsilon=eps).compute()
+    summ = summ[["log10_mean_error", "log10_mean_error_se", "n_done"]].sel(epsilon=eps).compute()
     x = np.log10(summ["n"].values.astype(float))
+    R = ds.sizes["replicate"]
     styles = _styles(ds)
     fig, ax = _new_axes(ax)
     for label in _mechanisms(ds, mechanisms):
         row = summ.sel(mechanism=label)
-        y = row["log10_mean_error"].values
-        st = styles.get(label, {})
-        ax.plot(x, y, marker=st.get("marker", "o"), color=st.get("color"), label=label, linewidth=1.5, markersize=5)
-        if errorbars:
-            ax.errorbar(x, y, yerr=row["log10_mean_error_se"].values, fmt="none", ecolor=st.get("color"), capsize=0, elinewidth=1)
+        yerr = row["log10_mean_error_se"].values if errorbars else None
+        _draw_series(ax, x, row["log10_mean_error"].values, yerr, row["n_done"].values < R, styles.get(label, {}), label)
     ax.set_xticks(x)
     ax.set_xticklabels([f"{v:g}" for v in np.round(x, 2)])
     ax.set_xlabel(XLABEL_N)
     ax.set_ylabel(YLABEL_N)
-    R = ds.sizes["replicate"]
-    problem = ds.attrs.get("problem", "")
-    ax.set_title(title if title is not None else f"{problem} error vs n (ε = {_s.format_epsilon(eps)}, mean of ≤{R} replicates)".strip())
+    ax.set_title(title if title is not None else _titled(ds, f"error vs n, ε = {_s.format_epsilon(eps)}"))
     ax.grid(True, alpha=0.3)
-    ax.legend(frameon=False)
+    if legend:
+        _legend(ax, ds)
     return fig
 
 
@@ -175,6 +222,7 @@ def figure_error_vs_epsilon(
     summary: xr.Dataset | None = None,
     ax: Axes | None = None,
     title: str | None = None,
+    legend: bool = True,
 ) -> Figure:
     """Awan–Slavković Figure 2: ℓ2 error against ε (log2 x-axis), one line per mechanism.
 
@@ -183,8 +231,8 @@ def figure_error_vs_epsilon(
     n : int, optional
         Sample size to plot; required when the store has several.
     statistic : {"median", "mean"}
-        Summary over replicates (the paper uses the median); the mean gets
-        ±1 Monte Carlo SE bars.
+        Summary over replicates (the paper uses the median), drawn with ±1
+        Monte Carlo SE bars (McKean–Schrader SE for the median).
     logy : bool
         Log10 y-axis (default linear, as in the paper).
     zero_line : bool
@@ -196,17 +244,14 @@ def figure_error_vs_epsilon(
     n_val = _pick(ds, "n", n, _s.format_n)
     summ = _s.error_summary(ds) if summary is None else summary
     var = f"{statistic}_error"
-    summ = summ[[var, "mean_error_se"]].sel(n=n_val).compute()
+    summ = summ[[var, f"{var}_se", "n_done"]].sel(n=n_val).compute()
     eps = summ["epsilon"].values.astype(float)
+    R = ds.sizes["replicate"]
     styles = _styles(ds)
     fig, ax = _new_axes(ax)
     for label in _mechanisms(ds, mechanisms):
         row = summ.sel(mechanism=label)
-        y = row[var].values
-        st = styles.get(label, {})
-        ax.plot(eps, y, marker=st.get("marker", "o"), color=st.get("color"), label=label, linewidth=1.5, markersize=5)
-        if statistic == "mean":
-            ax.errorbar(eps, y, yerr=row["mean_error_se"].values, fmt="none", ecolor=st.get("color"), capsize=0, elinewidth=1)
+        _draw_series(ax, eps, row[var].values, row[f"{var}_se"].values, row["n_done"].values < R, styles.get(label, {}), label)
     if zero_line and "theta_star" in ds:
         norm = float(np.sqrt((ds["theta_star"].values.astype(float) ** 2).sum()))
         ax.axhline(norm, color="0.3", linewidth=1, label="‖θ*‖₂ (zero estimate)")
@@ -215,10 +260,10 @@ def figure_error_vs_epsilon(
         ax.set_yscale("log")
     ax.set_xlabel("ε (log2 scale)")
     ax.set_ylabel(f"{statistic} ℓ2 distance to truth")
-    problem = ds.attrs.get("problem", "")
-    ax.set_title(title if title is not None else f"{problem} error vs ε (n = {_tex_n(n_val)})".strip())
+    ax.set_title(title if title is not None else _titled(ds, f"error vs ε, n = {_tex_n(n_val)}"))
     ax.grid(True, alpha=0.3)
-    ax.legend(frameon=False)
+    if legend:
+        _legend(ax, ds)
     return fig
 
 
@@ -235,6 +280,7 @@ def figure_coverage_vs_epsilon(
     reference_line: bool = True,
     ax: Axes | None = None,
     title: str | None = None,
+    legend: bool = True,
 ) -> Figure:
     """Awan–Slavković Figure 3: proportion of DP estimates in the non-private CI against ε.
 
@@ -255,6 +301,9 @@ def figure_coverage_vs_epsilon(
         :func:`kngflow.analysis.summaries.coverage`.
     coefs : list of int or slice, optional
         Coefficients used (Algorithm 4 uses the slopes only: ``slice(1, None)``).
+    errorbars : bool
+        Draw the 68 % Wilson interval (the ±1 SE equivalent of a proportion,
+        which does not collapse at 0 or 1).
     """
     if how not in ("mean", "all"):
         raise ValueError(f"how={how!r}; allowed values are ('mean', 'all')")
@@ -262,15 +311,17 @@ def figure_coverage_vs_epsilon(
     ref = _s.reference_label(ds, reference)
     cov = _s.coverage(ds, reference=ref, level=level, how=how, coefs=coefs).sel(n=n_val).compute()
     eps = cov["epsilon"].values.astype(float)
+    R = ds.sizes["replicate"]
     styles = _styles(ds)
     fig, ax = _new_axes(ax)
     for label in _mechanisms(ds, mechanisms, exclude=(ref,)):
         row = cov.sel(mechanism=label)
-        y = row["coverage"].values
-        st = styles.get(label, {})
-        ax.plot(eps, y, marker=st.get("marker", "o"), color=st.get("color"), label=label, linewidth=1.5, markersize=5)
+        y, k = row["coverage"].values, row["n_valid"].values
+        yerr = None
         if errorbars:
-            ax.errorbar(eps, y, yerr=row["coverage_se"].values, fmt="none", ecolor=st.get("color"), capsize=0, elinewidth=1)
+            lo, hi = _s.wilson_interval(y, k, 1.0)
+            yerr = np.clip(np.vstack([y - lo, hi - y]), 0.0, None)  # rounding at p = 0 or 1
+        _draw_series(ax, eps, y, yerr, k < R, styles.get(label, {}), label)
     ax.axhline(level, color="black", linestyle="--", linewidth=1, label=f"nominal {level:g}")
     if reference_line and "theta_star" in ds:
         rc = _s.reference_coverage(ds, reference=ref, level=level, how=how, coefs=coefs).sel(n=n_val).compute()
@@ -279,10 +330,43 @@ def figure_coverage_vs_epsilon(
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel("ε (log2 scale)")
     pct = f"{100 * level:g}%"
-    what = "average fraction of coefficients" if how == "mean" else "proportion of estimates (all coefficients)"
+    what = "mean fraction of coefficients" if how == "mean" else "share with all coefficients"
     ax.set_ylabel(f"{what} in non-private {pct} CI")
-    problem = ds.attrs.get("problem", "")
-    ax.set_title(title if title is not None else f"{problem} CI coverage vs ε (n = {_tex_n(n_val)})".strip())
+    ax.set_title(title if title is not None else _titled(ds, f"CI coverage vs ε, n = {_tex_n(n_val)}"))
     ax.grid(True, alpha=0.3)
-    ax.legend(frameon=False, loc="best")
+    if legend:
+        _legend(ax, ds, loc="best")
+    return fig
+
+
+_PANEL_OF = {figure_error_vs_n: "epsilon", figure_error_vs_epsilon: "n", figure_coverage_vs_epsilon: "n"}
+
+
+def figure_facets(ds: xr.Dataset, figure=figure_error_vs_epsilon, *, ncols: int = 3, **kwargs: Any) -> Figure:
+    """One panel of ``figure`` per value of the axis it fixes, in a single figure.
+
+    ``figure`` is :func:`figure_error_vs_epsilon` or
+    :func:`figure_coverage_vs_epsilon` (a panel per n) or
+    :func:`figure_error_vs_n` (a panel per ε); ``kwargs`` go to every panel.
+    One legend for all panels, at the right; the y label on the first column
+    only; the figure's title is the study's name.
+    """
+    if figure not in _PANEL_OF:
+        raise ValueError(f"figure={getattr(figure, '__name__', figure)!r}; allowed: {[f.__name__ for f in _PANEL_OF]}")
+    dim = _PANEL_OF[figure]
+    values = ds[dim].values
+    ncols = max(1, min(ncols, values.size))
+    nrows = math.ceil(values.size / ncols)
+    fig = Figure(figsize=(4.6 * ncols + 2.2, 3.8 * nrows), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for i, (ax, value) in enumerate(zip(axes, values)):
+        panel = f"ε = {_s.format_epsilon(value)}" if dim == "epsilon" else f"n = {_tex_n(value)}"
+        figure(ds, value, ax=ax, legend=False, title=panel, **kwargs)
+        if i % ncols:
+            ax.set_ylabel("")
+    for ax in axes[values.size:]:
+        ax.set_visible(False)
+    fig.legend(*_legend_entries(axes[: values.size], ds), loc="outside right upper", frameon=False)
+    if study_name(ds):
+        fig.suptitle(study_name(ds))
     return fig

@@ -17,7 +17,7 @@ import numpy as np
 import xarray as xr
 
 from . import summaries as _s
-from .figures import figure_coverage_vs_epsilon, figure_error_vs_epsilon, figure_error_vs_n
+from .figures import figure_coverage_vs_epsilon, figure_error_vs_epsilon, figure_error_vs_n, figure_facets, study_name
 
 __all__ = ["write_report", "report_markdown", "open_store"]
 
@@ -54,6 +54,11 @@ def _pm(v: Any, se: Any, fmt: str = ".3f") -> str:
     return f"{float(v):{fmt}} ± {float(se):{fmt}}"
 
 
+def _interval(v: Any, lo: Any, hi: Any) -> str:
+    """``0.950 [0.912, 0.973]`` — a proportion with its interval, never a zero-width ``± 0.000``."""
+    return f"{float(v):.3f} [{float(lo):.3f}, {float(hi):.3f}]" if _finite(v) else _NA
+
+
 def _table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -72,36 +77,46 @@ def _slopes(ds: xr.Dataset) -> slice | None:
     return slice(1, None) if ds.sizes.get("coef", 1) > 1 else None
 
 
-def _write_figures(ds: xr.Dataset, summ: xr.Dataset, out: Path, has_coverage: bool) -> tuple[list[tuple[str, str]], list[str]]:
-    """Write the PNGs that fit the grid; return ``[(file, caption)]`` and notes on skipped ones."""
+def _coverage_unavailable(ds: xr.Dataset) -> str | None:
+    """Why the coverage of the non-private CI cannot be computed, or None when it can."""
+    if _s.reference_label(ds, required=False) is None:
+        return "no non-private reference mechanism in the study"
+    if "ols_stderr" not in ds or "estimate" not in ds:
+        return f"the {ds.attrs.get('problem', 'study')!s} problem stores no non-private standard errors (ols_stderr)"
+    return None
+
+
+_PARTIAL = "open markers: partial points (fewer finished replicates than the grid's {R})"
+
+
+def _write_figures(ds: xr.Dataset, summ: xr.Dataset, out: Path) -> tuple[list[tuple[str, str]], list[str]]:
+    """Write the faceted PNGs that fit the grid; return ``[(file, caption)]`` and why others were skipped."""
     files: list[tuple[str, str]] = []
     notes: list[str] = []
-    n_vals = summ["n"].values
-    eps_vals = summ["epsilon"].values
-    if n_vals.size >= 2:
-        for eps in eps_vals:
-            fname = "error_vs_n.png" if eps_vals.size == 1 else f"error_vs_n_eps{_eps_tag(eps)}.png"
-            if int(summ["n_valid"].sel(epsilon=eps).sum()) == 0:
-                notes.append(f"{fname}: skipped, no finished replicates at ε={_s.format_epsilon(eps)}")
-                continue
-            fig = figure_error_vs_n(ds, epsilon=eps, summary=summ)
-            fig.savefig(out / fname, dpi=120)
-            files.append((fname, f"log10 average ℓ2 error vs log10 n, ε = {_s.format_epsilon(eps)} (KNG Figures 1–2)"))
-    if eps_vals.size >= 2:
-        for n in n_vals:
-            tag = "" if n_vals.size == 1 else f"_n{int(n)}"
-            if int(summ["n_valid"].sel(n=n).sum()) == 0:
-                notes.append(f"error_vs_epsilon{tag}.png: skipped, no finished replicates at n={_s.format_n(n)}")
-                continue
-            fname = f"error_vs_epsilon{tag}.png"
-            fig = figure_error_vs_epsilon(ds, n=n, summary=summ)
-            fig.savefig(out / fname, dpi=120)
-            files.append((fname, f"median ℓ2 error vs ε, n = {_s.format_n(n)} (Awan–Slavković Figure 2)"))
-            if has_coverage:
-                fname = f"coverage_vs_epsilon{tag}.png"
-                fig = figure_coverage_vs_epsilon(ds, n=n, coefs=_slopes(ds))
-                fig.savefig(out / fname, dpi=120)
-                files.append((fname, f"share of DP estimates in the non-private 95% CI vs ε, n = {_s.format_n(n)} (Awan–Slavković Figure 3)"))
+    partial = _PARTIAL.format(R=ds.sizes["replicate"])
+    empty = int(summ["n_valid"].sum()) == 0
+    plan = [
+        ("error_vs_n.png", "n", figure_error_vs_n, {"summary": summ},
+         "log10 of the mean ℓ2 error over replicates against log10 n, one panel per ε; bars ±1 Monte Carlo SE "
+         "(delta method); " + partial + " (KNG Figures 1–2)", None),
+        ("error_vs_epsilon.png", "epsilon", figure_error_vs_epsilon, {"summary": summ},
+         "median ℓ2 error over replicates against ε (log2 axis), one panel per n; bars ±1 SE of the median "
+         "(McKean–Schrader); " + partial + "; the grey line is ‖θ*‖₂, the error of the zero estimate "
+         "(Awan–Slavković Figure 2)", None),
+        ("coverage_vs_epsilon.png", "epsilon", figure_coverage_vs_epsilon, {"coefs": _slopes(ds)},
+         "average fraction of slopes whose DP estimate lies in the non-private 95% CI against ε, one panel per n; "
+         "bars: 68% Wilson interval (±1 SE); " + partial + " (Awan–Slavković Figure 3)", _coverage_unavailable(ds)),
+    ]
+    for fname, along, figure, kwargs, caption, unavailable in plan:
+        if summ.sizes[along] < 2:
+            notes.append(f"{fname}: skipped, the grid has a single {'ε' if along == 'epsilon' else 'n'}")
+        elif unavailable:
+            notes.append(f"{fname}: skipped, {unavailable}")
+        elif empty:
+            notes.append(f"{fname}: skipped, no finished replicates")
+        else:
+            figure_facets(ds, figure, **kwargs).savefig(out / fname, dpi=120)
+            files.append((fname, caption[0].upper() + caption[1:] + "."))
     return files, notes
 
 
@@ -127,11 +142,14 @@ def report_markdown(
     n_vals = summ["n"].values
     eps_vals = summ["epsilon"].values
     problem = ds.attrs.get("problem", "")
+    study = study_name(ds)
 
-    md: list[str] = [f"# kngflow report{': ' + problem if problem else ''}", ""]
+    md: list[str] = [f"# kngflow report{': ' + study if study else ''}", ""]
     meta = []
     if store_path is not None:
         meta.append(f"- store: `{store_path}`")
+    if problem:
+        meta.append(f"- problem: {problem}")
     for key in ("spec_hash", "kngflow_version"):
         if key in ds.attrs:
             meta.append(f"- {key}: `{ds.attrs[key]}`")
@@ -154,7 +172,7 @@ def report_markdown(
     if figures or notes:
         md += ["## Figures", ""]
         for fname, caption in figures:
-            md += [f"![{caption}]({fname})", "", f"*{caption}*", ""]
+            md += [f"![{Path(fname).stem}]({fname})", "", f"*{caption}*", ""]
         for note in notes:
             md.append(f"- {note}")
         if notes:
@@ -168,7 +186,7 @@ def report_markdown(
 
     # -- per-cell table ------------------------------------------------------
     md += ["## Error per (mechanism, n, ε)", ""]
-    header = ["mechanism", "n", "ε", "finished", "mean error", "median error", "log10 mean error ± MC SE"]
+    header = ["mechanism", "n", "ε", "finished", "mean error", "median error ± SE", "log10 mean error ± MC SE"]
     if ref is not None:
         header.append(f"ratio to {ref} ± SE")
     rows = []
@@ -182,7 +200,7 @@ def report_markdown(
                     e_text,
                     f"{int(c['n_done'])}/{R}",
                     _g(c["mean_error"]),
-                    _g(c["median_error"]),
+                    _g(c["median_error"]) + (f" ± {_g(c['median_error_se'], 2)}" if _finite(c["median_error_se"]) else ""),
                     _pm(c["log10_mean_error"], c["log10_mean_error_se"]),
                 ]
                 if ref is not None:
@@ -200,20 +218,25 @@ def report_markdown(
         md += ["## Log–log slopes", ""]
         md.append(
             "Weighted least squares of log10(mean error) on log10 n (weights 1/SE²); the non-private "
-            "estimator's error is C·n^(−1/2), so its slope should be −0.5."
+            "estimator's error is C·n^(−1/2), so its slope should be −0.5. χ²/dof says whether a straight "
+            f"line fits; † marks fits where it does not (p < {_s.CURVED_P:g}): their SE is inflated by "
+            "√(χ²/dof) and the slope is only an average over a curved range."
         )
         md.append("")
-        header = ["mechanism", "ε", "slope ± SE (all n)", "n used"]
+
+        def _fit_cells(f: xr.Dataset) -> list[str]:
+            mark = " †" if bool(f["curved"]) else ""
+            return [_pm(f["slope"], f["slope_se_inflated"]) + mark, _g(f["chi2_dof"], 3), str(int(f["n_points"]))]
+
+        header = ["mechanism", "ε", "slope ± SE (all n)", "χ²/dof", "n used"]
         if tail is not None:
-            header += [f"slope ± SE (n ≥ {_s.format_n(n_tail)})", "n used"]
+            header += [f"slope ± SE (n ≥ {_s.format_n(n_tail)})", "χ²/dof", "n used"]
         rows = []
         for m in mechs:
             for e, e_text in _eps_rows(m):
-                f = all_fit.sel(mechanism=m, epsilon=e)
-                row = [m, e_text, _pm(f["slope"], f["slope_se"]), str(int(f["n_points"]))]
+                row = [m, e_text] + _fit_cells(all_fit.sel(mechanism=m, epsilon=e))
                 if tail is not None:
-                    t = tail.sel(mechanism=m, epsilon=e)
-                    row += [_pm(t["slope"], t["slope_se"]), str(int(t["n_points"]))]
+                    row += _fit_cells(tail.sel(mechanism=m, epsilon=e))
                 rows.append(row)
         md += [_table(header, rows), ""]
 
@@ -236,15 +259,17 @@ def report_markdown(
         md += [_table(header, rows), ""]
 
     # -- coverage --------------------------------------------------------------
-    if ref is not None and "estimate" in ds and "ols_stderr" in ds:
+    if _coverage_unavailable(ds) is None:
         cov_all = _s.coverage(ds, reference=ref, how="all", coefs=_slopes(ds))
         cov_mean = _s.coverage(ds, reference=ref, how="mean", coefs=_slopes(ds))
         both = xr.Dataset(
             {
                 "all": cov_all["coverage"],
-                "all_se": cov_all["coverage_se"],
+                "all_lo": cov_all["coverage_lo"],
+                "all_hi": cov_all["coverage_hi"],
                 "mean": cov_mean["coverage"],
-                "mean_se": cov_mean["coverage_se"],
+                "mean_lo": cov_mean["coverage_lo"],
+                "mean_hi": cov_mean["coverage_hi"],
                 "k": cov_all["n_valid"],
             }
         ).compute()
@@ -252,10 +277,10 @@ def report_markdown(
         md.append(
             f"A DP estimate is inside when |estimate − {ref}| ≤ 1.96·ols_stderr, for the slopes (every "
             "coefficient but the intercept, coef 0). \"all\": every slope inside; \"average\": mean fraction of "
-            "slopes inside (Algorithm 4's C_DP)."
+            "slopes inside (Algorithm 4's C_DP). Brackets: 95% Wilson intervals (conservative for the average)."
         )
         md.append("")
-        header = ["mechanism", "n", "ε", "replicates", "all slopes ± SE", "average over slopes ± SE"]
+        header = ["mechanism", "n", "ε", "replicates", "all slopes [95% CI]", "average over slopes [95% CI]"]
         rows = []
         for m in mechs:
             if m == ref:
@@ -269,8 +294,8 @@ def report_markdown(
                             _s.format_n(n),
                             _s.format_epsilon(e),
                             str(int(c["k"])),
-                            _pm(c["all"], c["all_se"]),
-                            _pm(c["mean"], c["mean_se"]),
+                            _interval(c["all"], c["all_lo"], c["all_hi"]),
+                            _interval(c["mean"], c["mean_lo"], c["mean_hi"]),
                         ]
                     )
         md += [_table(header, rows), ""]
@@ -280,11 +305,12 @@ def report_markdown(
 def write_report(store_path: str | os.PathLike, out_dir: str | os.PathLike) -> str:
     """Write PNG figures and ``report.md`` for a kngflow store; return the Markdown.
 
-    Figures: ``error_vs_n*.png`` when the n axis has ≥ 2 values (one per ε);
-    ``error_vs_epsilon*.png`` and, when the store has ``estimate``,
-    ``ols_stderr`` and a non-private mechanism, ``coverage_vs_epsilon*.png``
-    when the ε axis has ≥ 2 values (one per n).  Works on a partial store and
-    says how complete it is.
+    Figures, each one faceted PNG: ``error_vs_n.png`` when the n axis has
+    ≥ 2 values (a panel per ε); ``error_vs_epsilon.png`` and, when the store
+    has ``ols_stderr`` and a non-private mechanism, ``coverage_vs_epsilon.png``
+    when the ε axis has ≥ 2 values (a panel per n).  Every figure not drawn
+    is listed with the reason.  Works on a partial store and says how
+    complete it is.
 
     Parameters
     ----------
@@ -303,10 +329,7 @@ def write_report(store_path: str | os.PathLike, out_dir: str | os.PathLike) -> s
     out.mkdir(parents=True, exist_ok=True)
     summ = _s.error_summary(ds).compute()
     info = _s.completeness(ds)
-    has_coverage = (
-        "estimate" in ds and "ols_stderr" in ds and _s.reference_label(ds, required=False) is not None
-    )
-    figures, notes = _write_figures(ds, summ, out, has_coverage)
+    figures, notes = _write_figures(ds, summ, out)
     md = report_markdown(ds, summary=summ, info=info, figures=figures, notes=notes, store_path=os.fspath(store_path))
     (out / "report.md").write_text(md, encoding="utf-8")
     return md

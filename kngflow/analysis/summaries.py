@@ -22,8 +22,17 @@ With ``k`` finished replicates of the error ``e``:
   the same simulated data set in a replicate): with ``r = mean(a)/mean(b)``,
   ``var(r) ≈ (var a − 2 r cov(a, b) + r² var b) / (k mean(b)²)``.
 
+* median error: the McKean–Schrader (1984) order-statistic SE,
+  ``(e_(k−c+1) − e_(c)) / (2·1.96)`` with ``c = round((k+1)/2 − 1.96·√(k/4))``
+  — distribution free, no density estimate;
+* proportions (coverage): Wilson score intervals (:func:`wilson_interval`),
+  which never collapse to zero width at 0 or 1 ("1.000 ± 0.000").
+
 Slope fits regress ``log10(mean error)`` on ``log10 n`` by weighted least
-squares with weights ``1 / SE²`` (the delta-method SEs above).
+squares with weights ``1 / SE²`` (the delta-method SEs above), and say how
+well a straight line fits: ``chi2_dof`` and its p-value ``p_fit``; when the
+line does not fit (``p_fit < 0.01``, e.g. a ``C/√n + K/n`` curve) the SE is
+inflated by ``√(χ²/dof)`` (Birge ratio) and the fit is flagged ``curved``.
 """
 
 from __future__ import annotations
@@ -46,6 +55,8 @@ __all__ = [
     "error_summary",
     "ratio_to_reference",
     "slope_fit",
+    "CURVED_P",
+    "wilson_interval",
     "coverage",
     "reference_coverage",
     "completeness",
@@ -56,6 +67,9 @@ __all__ = [
 
 NONPRIVATE_KIND = "nonprivate"
 _LN10 = math.log(10.0)
+_Z975 = float(stats.norm.ppf(0.975))
+CURVED_P = 0.01
+"""A slope fit with ``p_fit`` below this is flagged ``curved`` and its SE inflated."""
 
 
 # --------------------------------------------------------------------------
@@ -174,16 +188,42 @@ def _nanmedian_last(a: np.ndarray) -> np.ndarray:
     return np.where(empty, np.nan, out)
 
 
-def _median(x: xr.DataArray, dim: str = "replicate") -> xr.DataArray:
+def _median_se_last(a: np.ndarray) -> np.ndarray:
+    """McKean–Schrader SE of the median over the last axis, ignoring NaN (NaN when < 3 values)."""
+    a = np.sort(np.asarray(a, dtype=float), axis=-1)  # NaN sort last
+    k = (~np.isnan(a)).sum(axis=-1)
+    c = np.clip(np.round((k + 1) / 2 - _Z975 * np.sqrt(k / 4)), 1, np.maximum(k, 1)).astype(np.intp)
+    lo = np.take_along_axis(a, (c - 1)[..., None], axis=-1)[..., 0]
+    hi = np.take_along_axis(a, np.maximum(k - c, 0)[..., None], axis=-1)[..., 0]
+    return np.where(k >= 3, (hi - lo) / (2 * _Z975), np.nan)
+
+
+def _over_replicates(func, x: xr.DataArray, dim: str = "replicate") -> xr.DataArray:
     if x.chunks is not None:
         x = x.chunk({dim: -1})
-    return xr.apply_ufunc(
-        _nanmedian_last,
-        x,
-        input_core_dims=[[dim]],
-        dask="parallelized",
-        output_dtypes=[float],
-    )
+    return xr.apply_ufunc(func, x, input_core_dims=[[dim]], dask="parallelized", output_dtypes=[float])
+
+
+def wilson_interval(p_hat, k, z: float = 1.0):
+    """Wilson score interval for a proportion ``p_hat`` estimated from ``k`` trials.
+
+    Works elementwise on numbers, numpy arrays and xarray objects; ``z = 1``
+    gives the ±1-SE-equivalent (68.3 %) interval drawn in figures, ``z = 1.96``
+    the 95 % interval of the report's tables.  For an average of ``k``
+    per-replicate fractions in [0, 1] (coverage "averaged over coefficients")
+    the interval is conservative: such an average has variance at most
+    ``p(1 − p)/k``.  NaN where ``k == 0``.
+
+    Returns
+    -------
+    (lower, upper)
+    """
+    k = k * 1.0
+    k = k.where(k > 0) if hasattr(k, "where") else np.where(np.asarray(k) > 0, k, np.nan)
+    z2 = z * z
+    centre = (p_hat + z2 / (2 * k)) / (1 + z2 / k)
+    half = z / (1 + z2 / k) * np.sqrt(p_hat * (1 - p_hat) / k + z2 / (4 * k * k))
+    return centre - half, centre + half
 
 
 # --------------------------------------------------------------------------
@@ -223,7 +263,8 @@ def error_summary(
     Variables: ``n_replicates`` (size of the replicate axis), ``n_done``
     (finished cells), ``n_failed`` (when the store has ``failed``),
     ``n_valid`` (finished with a finite error), ``mean_error``,
-    ``mean_error_se``, ``sd_error``, ``median_error``, ``mean_log10_error``
+    ``mean_error_se``, ``sd_error``, ``median_error`` and
+    ``median_error_se`` (McKean–Schrader), ``mean_log10_error``
     and ``mean_log10_error_se``, ``log10_mean_error`` and
     ``log10_mean_error_se`` (delta method; the KNG paper's plotting scale),
     ``mean_seconds`` (when the store has ``seconds``), and — when a non-private
@@ -243,7 +284,8 @@ def error_summary(
             "mean_error": mean,
             "mean_error_se": _safe_div(sd, np.sqrt(k)),
             "sd_error": sd,
-            "median_error": _median(err),
+            "median_error": _over_replicates(_nanmedian_last, err),
+            "median_error_se": _over_replicates(_median_se_last, err),
             "mean_log10_error": lmean,
             "mean_log10_error_se": _safe_div(lsd, np.sqrt(kl)),
             "log10_mean_error": np.log10(mean.where(mean > 0)),
@@ -267,11 +309,17 @@ def error_summary(
 # --------------------------------------------------------------------------
 # slope fits
 # --------------------------------------------------------------------------
+_FIT_FLOATS = (
+    "slope", "slope_se", "slope_se_inflated", "intercept", "intercept_se",
+    "chi2", "chi2_dof", "p_fit", "curved", "n_min_used", "n_max_used",
+)
+
+
 def _wls_line(x: np.ndarray, y: np.ndarray, se: np.ndarray, absolute_sigma: bool) -> dict[str, float]:
     ok = np.isfinite(x) & np.isfinite(y) & np.isfinite(se) & (se > 0)
     x, y, se = x[ok], y[ok], se[ok]
     m = int(x.size)
-    res = dict.fromkeys(("slope", "slope_se", "intercept", "intercept_se", "chi2", "n_min_used", "n_max_used"), np.nan)
+    res = dict.fromkeys(_FIT_FLOATS, np.nan)
     res["n_points"] = m
     res["dof"] = max(m - 2, 0)
     if m < 2 or np.ptp(x) == 0:
@@ -284,9 +332,16 @@ def _wls_line(x: np.ndarray, y: np.ndarray, se: np.ndarray, absolute_sigma: bool
     chi2 = float(np.sum(w * (y - X @ beta) ** 2))
     if not absolute_sigma and m > 2:
         cov = cov * (chi2 / (m - 2))
+    slope_se = float(np.sqrt(cov[1, 1]))
+    if m > 2:
+        res.update(chi2_dof=chi2 / (m - 2), p_fit=float(stats.chi2.sf(chi2, m - 2)))
+        curved = res["p_fit"] < CURVED_P
+        res.update(curved=float(curved), slope_se_inflated=slope_se * math.sqrt(max(1.0, res["chi2_dof"])) if curved else slope_se)
+    else:
+        res.update(curved=0.0, slope_se_inflated=slope_se)
     res.update(
         slope=float(beta[1]),
-        slope_se=float(np.sqrt(cov[1, 1])),
+        slope_se=slope_se,
         intercept=float(beta[0]),
         intercept_se=float(np.sqrt(cov[0, 0])),
         chi2=chi2,
@@ -330,8 +385,12 @@ def slope_fit(
     xarray.Dataset
         Computed (small) dataset over (mechanism, epsilon) with ``slope``,
         ``slope_se``, ``intercept``, ``intercept_se``, ``n_points``, ``dof``,
-        ``chi2`` (weighted residual sum of squares), ``n_min_used``,
-        ``n_max_used``.  Series with fewer than two usable n give NaN.
+        ``chi2`` (weighted residual sum of squares), ``chi2_dof`` and
+        ``p_fit`` (``P(χ²_dof ≥ chi2)``; NaN with two points: a line through
+        two points cannot be tested), ``curved`` (``p_fit < CURVED_P``),
+        ``slope_se_inflated`` (``slope_se·√(χ²/dof)`` when curved, else
+        ``slope_se``), ``n_min_used``, ``n_max_used``.  Series with fewer
+        than two usable n give NaN.
     """
     if summary is None:
         summary = error_summary(ds)
@@ -347,7 +406,7 @@ def slope_fit(
     x = np.log10(y_da["n"].values.astype(float))
     y_da = y_da.transpose("mechanism", "epsilon", "n")
     se_da = se_da.transpose("mechanism", "epsilon", "n")
-    names = ("slope", "slope_se", "intercept", "intercept_se", "n_points", "dof", "chi2", "n_min_used", "n_max_used")
+    names = _FIT_FLOATS + ("n_points", "dof")
     shape = (y_da.sizes["mechanism"], y_da.sizes["epsilon"])
     arrays = {name: np.full(shape, np.nan) for name in names}
     for i in range(shape[0]):
@@ -357,8 +416,9 @@ def slope_fit(
                 arrays[name][i, j] = fit[name]
     coords = {"mechanism": y_da["mechanism"].values, "epsilon": y_da["epsilon"].values}
     out = xr.Dataset({name: (("mechanism", "epsilon"), arr) for name, arr in arrays.items()}, coords=coords)
-    out["n_points"] = out["n_points"].astype(np.int64)
-    out["dof"] = out["dof"].astype(np.int64)
+    for name in ("n_points", "dof"):
+        out[name] = out[name].astype(np.int64)
+    out["curved"] = out["curved"] == 1
     out.attrs.update(
         model="log10(mean error) = intercept + slope * log10(n); WLS, weights 1/SE^2 (delta-method MC SE)",
         absolute_sigma=int(absolute_sigma),
@@ -385,7 +445,7 @@ def _select_coefs(da: xr.DataArray, coefs: Iterable[int] | slice | None) -> xr.D
 
 
 def _hit_rate(inside_c: xr.DataArray, valid_c: xr.DataArray, how: str) -> xr.Dataset:
-    """Per-replicate hits -> fraction over replicates with a binomial-style MC SE."""
+    """Per-replicate hits -> fraction over replicates, its MC SE and 95 % Wilson interval."""
     if how not in _HOWS:
         raise ValueError(f"how={how!r}; allowed values are {_HOWS}")
     if how == "per_coef":
@@ -398,7 +458,16 @@ def _hit_rate(inside_c: xr.DataArray, valid_c: xr.DataArray, how: str) -> xr.Dat
             per_rep = inside_c.astype(float).mean("coef")
         hit = xr.where(valid, per_rep, np.nan)
     k, mean, sd = _moments(hit)
-    return xr.Dataset({"coverage": mean, "coverage_se": _safe_div(sd, np.sqrt(k)), "n_valid": k.astype(np.int64)})
+    lo, hi = wilson_interval(mean, k, _Z975)
+    return xr.Dataset(
+        {
+            "coverage": mean,
+            "coverage_se": _safe_div(sd, np.sqrt(k)),
+            "coverage_lo": lo,
+            "coverage_hi": hi,
+            "n_valid": k.astype(np.int64),
+        }
+    )
 
 
 def coverage(
@@ -435,7 +504,10 @@ def coverage(
     -------
     xarray.Dataset
         Lazy, with ``coverage``, ``coverage_se`` (Monte Carlo SE over
-        replicates) and ``n_valid`` over (mechanism, n, epsilon[, coef]).
+        replicates; zero when every replicate agrees — use the interval),
+        ``coverage_lo``/``coverage_hi`` (95 % Wilson interval,
+        :func:`wilson_interval`) and ``n_valid`` over (mechanism, n,
+        epsilon[, coef]).
     """
     if not 0 < level < 1:
         raise ValueError(f"level={level!r} must lie in (0, 1)")

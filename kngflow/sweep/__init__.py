@@ -1,36 +1,30 @@
 """Study sweeps: TOML spec -> validated grid -> stable seeds -> tasks -> Dask -> one store writer.
 
 This is the only layer that imports dask (lazily, inside the functions that need it).
+The names below are loaded on first use, so that reading a spec
+(``kngflow.sweep.spec``) does not import the store, xarray or zarr.
 """
 
-from .engine import RunResult, SpecMismatch, compute_block, prepare_store, run_sweep, run_task
-from .plan import CostModel, Estimate, Task, calibrate, default_chunks, estimate, iter_tasks, plan_tasks
-from .seeds import data_rng, data_seed, release_rng, release_seed, stable_key
-from .spec import MechanismSpec, Spec, SpecError, load_spec, parse_spec
+import importlib
 
-__all__ = [
-    "CostModel",
-    "Estimate",
-    "MechanismSpec",
-    "RunResult",
-    "Spec",
-    "SpecError",
-    "SpecMismatch",
-    "Task",
-    "calibrate",
-    "compute_block",
-    "data_rng",
-    "data_seed",
-    "default_chunks",
-    "estimate",
-    "iter_tasks",
-    "load_spec",
-    "parse_spec",
-    "plan_tasks",
-    "prepare_store",
-    "release_rng",
-    "release_seed",
-    "run_sweep",
-    "run_task",
-    "stable_key",
-]
+_EXPORTS = {
+    "engine": ("RunResult", "SpecMismatch", "compute_block", "prepare_store", "run_sweep", "run_task"),
+    "plan": ("CostModel", "Estimate", "Task", "calibrate", "default_chunks", "estimate", "iter_tasks", "plan_tasks"),
+    "seeds": ("data_rng", "data_seed", "release_rng", "release_seed", "stable_key"),
+    "spec": ("MechanismSpec", "Spec", "SpecError", "load_spec", "parse_spec"),
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

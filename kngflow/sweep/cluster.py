@@ -23,14 +23,24 @@ Every worker runs one thread with :data:`WORKER_ENV` in its environment:
   and the worker ``replicas`` are set to ``jobs``;
 * local: ``LocalCluster(threads_per_worker=1, processes=True)`` with
   :data:`WORKER_ENV` set in each worker process before it starts.
+
+A file is checked completely when it is read, before anything starts: its
+fields, and the names of its ``options`` against the keyword arguments of the
+cluster class.  :func:`check_submit_command` refuses a slurm/pbs file where
+``sbatch``/``qsub`` is missing; :func:`check_address` and
+:func:`check_dashboard_address` check addresses given on the command line.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import difflib
+import inspect
 import os
+import re
 import shlex
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,6 +59,10 @@ __all__ = [
     "cluster_from_config",
     "local_cluster",
     "connect",
+    "SUBMIT_COMMANDS",
+    "check_submit_command",
+    "check_address",
+    "check_dashboard_address",
 ]
 
 #: Environment of every worker: one thread per worker process, whatever the library.
@@ -63,6 +77,13 @@ WORKER_ENV = {
 KINDS = ("slurm", "pbs", "kubernetes", "local")
 
 _FIELDS = ("kind", "jobs", "options", "manifest", "adapt")
+
+#: The batch command each dask-jobqueue deployment submits its jobs with.
+SUBMIT_COMMANDS = {"slurm": "sbatch", "pbs": "qsub"}
+
+#: Schemes of Dask scheduler addresses.
+_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
+_HOST_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)$")
 
 
 class ClusterConfigError(ValueError):
@@ -138,6 +159,7 @@ def load_cluster_config(path: str | os.PathLike) -> dict:
         if adapt.get("minimum", 0) > adapt.get("maximum", adapt.get("minimum", 0)):
             raise ClusterConfigError("cluster.adapt: minimum must not exceed maximum")
         adapt = dict(adapt)
+    _check_option_names(kind, options)
     out = {"kind": kind, "jobs": jobs, "options": dict(options), "adapt": adapt}
     if kind == "kubernetes":
         manifest = cfg.get("manifest")
@@ -163,6 +185,113 @@ def load_cluster_config(path: str | os.PathLike) -> dict:
         if options.get("processes", True) is not True:
             raise ClusterConfigError("cluster.options.processes: workers are processes; must be true")
     return out
+
+
+def _option_names(kind: str) -> set[str] | None:
+    """Keyword arguments the cluster class of ``kind`` accepts (None: its package is missing)."""
+    if kind == "local":
+        from distributed import LocalCluster, Nanny, Worker
+
+        classes = [LocalCluster, Nanny, Worker]
+    elif kind in SUBMIT_COMMANDS:
+        try:
+            import dask_jobqueue
+            from dask_jobqueue.core import Job
+        except ImportError:
+            return None
+        cluster = dask_jobqueue.SLURMCluster if kind == "slurm" else dask_jobqueue.PBSCluster
+        classes = [cluster, cluster.job_cls, Job]
+    else:
+        try:
+            from dask_kubernetes.operator import KubeCluster
+        except ImportError:
+            return None
+        classes = [KubeCluster]
+    names = set()
+    for cls in classes:
+        params = inspect.signature(cls.__init__).parameters.values()
+        names |= {p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD or p.kind is p.KEYWORD_ONLY}
+    return names - {"self", "job_cls", "worker_class"}
+
+
+def _check_option_names(kind: str, options: dict) -> None:
+    """Refuse an option that the cluster class of ``kind`` would not accept, before it starts."""
+    known = _option_names(kind)
+    if known is None:
+        return
+    for key in options:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), sorted(known), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise ClusterConfigError(f"cluster.options.{key}: unknown option for kind {kind}{hint}")
+
+
+def check_submit_command(cfg: dict) -> None:
+    """Refuse a slurm/pbs deployment on a machine without its submit command.
+
+    Parameters
+    ----------
+    cfg : dict
+        A validated config (:func:`load_cluster_config`).
+
+    Raises
+    ------
+    ClusterConfigError
+        When ``cfg["kind"]`` is slurm (pbs) and ``sbatch`` (``qsub``) is not on
+        ``PATH``: no job could be submitted, the run would wait for ever.
+    """
+    command = SUBMIT_COMMANDS.get(cfg["kind"])
+    if command and shutil.which(command) is None:
+        raise ClusterConfigError(
+            f"cluster.kind: {cfg['kind']} submits jobs with {command}, which is not on PATH here; "
+            f"run kngflow where {command} works (a login node of the cluster)"
+        )
+
+
+def _port_problem(port: str, lowest: int) -> str | None:
+    if not port.isdigit() or not lowest <= int(port) <= 65535:
+        return f"port must be an integer in {lowest}..65535, got {port!r}"
+    return None
+
+
+def check_address(address: str) -> str | None:
+    """Why ``address`` is not a Dask scheduler address ``[SCHEME://]HOST:PORT`` (None if it is).
+
+    Checks the syntax only (nothing is contacted): scheme one of tcp, tls, ws,
+    wss, ucx; a host name, IPv4 or bracketed IPv6 address; a port in 1..65535.
+    """
+    scheme, sep, rest = address.rpartition("://")
+    if sep and scheme not in _SCHEMES:
+        return f"unknown scheme {scheme!r}; use one of {', '.join(_SCHEMES)}"
+    host, sep, port = rest.rpartition(":")
+    if not sep or not _HOST_RE.match(host):
+        return "expected [tcp://]HOST:PORT, e.g. tcp://10.0.0.5:8786"
+    return _port_problem(port, 1)
+
+
+def check_dashboard_address(address: str) -> str | None:
+    """Why ``address`` is not a dashboard address ``[HOST]:PORT`` of this machine (None if it is).
+
+    The port may be 0 (any free port); a host must be an address of this
+    machine (it is bound to, nothing else is tried).
+    """
+    host, sep, port = address.rpartition(":")
+    if not sep and address.isdigit():
+        host, port = "", address
+    elif not sep or (host and not _HOST_RE.match(host)):
+        return "expected [HOST]:PORT, e.g. :8787 or 127.0.0.1:0"
+    problem = _port_problem(port, 0)
+    if problem or not host:
+        return problem
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), 0, type=socket.SOCK_STREAM)
+        with socket.socket(infos[0][0], socket.SOCK_STREAM) as sock:
+            sock.bind(infos[0][4])
+    except OSError as exc:
+        return f"host {host!r} is not an address of this machine: {exc.strerror or exc}"
+    return None
 
 
 def jobqueue_options(cfg: dict) -> dict:
@@ -359,9 +488,17 @@ def cluster_from_config(cfg: dict, *, start: bool = True) -> Cluster:
 
 
 def local_cluster(
-    workers: int | None = None, *, dashboard_address: str | None = ":8787", **kwargs: Any
+    workers: int | None = None,
+    *,
+    dashboard_address: str | None = ":8787",
+    log_file: str | os.PathLike | None = None,
+    **kwargs: Any,
 ) -> LocalCluster:
     """``LocalCluster`` of single-threaded worker processes with :data:`WORKER_ENV` set.
+
+    Every worker process imports :mod:`kngflow.sweep.worker_preload` first:
+    Ctrl-C or SIGTERM sent to the whole process group does not make it print
+    tracebacks (the client closes the cluster).
 
     Parameters
     ----------
@@ -370,6 +507,9 @@ def local_cluster(
         one per core.
     dashboard_address : str or None, default ":8787"
         Dashboard address; ``None`` for no dashboard.
+    log_file : path, optional
+        File that the workers' stderr (logging, warnings) is appended to,
+        instead of the terminal.
     **kwargs
         Further ``LocalCluster`` keywords (``memory_limit``, ``local_directory`` ...).
 
@@ -381,15 +521,21 @@ def local_cluster(
     import dask
     from distributed import LocalCluster
 
+    from .quiet import LOG_FILE_ENV
+
     n = kwargs.pop("n_workers", None) or workers or os.cpu_count() or 1
     env = dict(dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {})
     env.update(WORKER_ENV)
+    if log_file is not None:
+        env[LOG_FILE_ENV] = str(Path(log_file).resolve())
+    preload = list(kwargs.pop("preload", None) or []) + ["kngflow.sweep.worker_preload"]
     with dask.config.set({"distributed.nanny.pre-spawn-environ": env}):
         return LocalCluster(
             n_workers=n,
             threads_per_worker=1,
             processes=True,
             dashboard_address=dashboard_address,
+            preload=preload,
             **kwargs,
         )
 
@@ -403,6 +549,7 @@ def connect(
     workers: int | None = None,
     dashboard_address: str | None = ":8787",
     timeout: float = 60,
+    log_file: str | os.PathLike | None = None,
 ) -> Iterator[Client]:
     """A ``distributed.Client`` for the chosen target; closes what it started.
 
@@ -421,6 +568,8 @@ def connect(
         without ``options.dashboard_address``).
     timeout : float, default 60
         Seconds to wait for the scheduler.
+    log_file : path, optional
+        Log file of the workers of a local cluster (:func:`local_cluster`).
 
     Yields
     ------
@@ -441,11 +590,13 @@ def connect(
         if workers:
             cfg["jobs"] = workers
             cfg["options"].pop("n_workers", None)
+        check_submit_command(cfg)
         if cfg["kind"] == "local":
             cfg["options"].setdefault("dashboard_address", dashboard_address)
+            cfg["options"]["log_file"] = log_file
         cluster = cluster_from_config(cfg)
     else:
-        cluster = local_cluster(workers, dashboard_address=dashboard_address)
+        cluster = local_cluster(workers, dashboard_address=dashboard_address, log_file=log_file)
     try:
         with Client(cluster, timeout=timeout) as client:
             yield client

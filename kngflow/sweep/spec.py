@@ -16,6 +16,7 @@ to compare (each with a unique ``label``), the grid axes and the root seed::
     n = [100, 1_000, 10_000]
     epsilon = [0.5, 1.0]
     replicates = 20              # a count (0..19) or an explicit list of ints
+    allow_extreme = false        # optional: lift the limits below
 
     [sampler]                    # defaults merged into every mechanism that accepts them
     steps = 10_000
@@ -25,6 +26,12 @@ to compare (each with a unique ``label``), the grid axes and the root seed::
     kind = "kng"                 # kngflow.mechanisms.MECHANISMS[problem]
     norm = "linf"                # every other key is a keyword option of the mechanism
     bound = 1.0
+
+Grid values beyond what any study can mean are refused unless the grid says
+``allow_extreme = true``: n above :data:`LIMITS` ``["n"]`` (10^9), more than
+10^8 replicates, ε outside [10^-6, 10^6].  ``allow_extreme`` is not part of the
+spec's hash (it changes no result).  A replicate count stays a ``range``, so a
+huge count costs no memory before it is refused.
 
 Everything is checked before anything runs (:func:`parse_spec`); the first
 problem found raises :class:`SpecError` whose message starts with the offending
@@ -43,10 +50,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SpecError", "Spec", "MechanismSpec", "parse_spec", "load_spec"]
+__all__ = ["SpecError", "Spec", "MechanismSpec", "parse_spec", "load_spec", "LIMITS"]
 
 TOP_LEVEL = ("name", "description", "seed", "problem", "grid", "sampler", "mechanisms")
 GRID_KEYS = ("n", "epsilon", "replicates")
+GRID_OPTIONAL = ("allow_extreme",)
+
+#: Largest n, most replicates and the ε range accepted without ``[grid] allow_extreme = true``.
+LIMITS = {"n": 10**9, "replicates": 10**8, "epsilon": (1e-6, 1e6)}
+_EXTREME_HINT = "; set allow_extreme = true in [grid] to run it anyway"
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]*$")
 
 
@@ -81,7 +93,7 @@ class Spec:
     mechanisms: tuple[MechanismSpec, ...]
     n: tuple[int, ...]
     epsilon: tuple[float, ...]
-    replicates: tuple[int, ...]
+    replicates: tuple[int, ...] | range  # a count stays a range
     _problem: Any = field(default=None, repr=False, compare=False)
 
     # ------------------------------------------------------------------ helpers
@@ -89,11 +101,12 @@ class Spec:
     def labels(self) -> tuple[str, ...]:
         return tuple(m.label for m in self.mechanisms)
 
-    def canonical(self) -> dict:
+    def canonical(self, replicates: bool = True) -> dict:
         """The scientific content of the spec as plain JSON-able data.
 
-        Cosmetic fields (``name``, ``description``, comments, key order) are left
-        out, so reformatting a spec does not change its hash.
+        Cosmetic fields (``name``, ``description``, comments, key order,
+        ``allow_extreme``) are left out, so reformatting a spec does not change
+        its hash.  With ``replicates=False`` the replicate list is left empty.
         """
         return {
             "seed": self.seed,
@@ -105,15 +118,32 @@ class Spec:
             "grid": {
                 "n": list(self.n),
                 "epsilon": [float(e).hex() for e in self.epsilon],
-                "replicates": list(self.replicates),
+                "replicates": list(self.replicates) if replicates else [],
             },
         }
 
     @property
     def hash(self) -> str:
-        """sha256 of :meth:`canonical` (sorted-key JSON)."""
-        blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()
+        """sha256 of :meth:`canonical` (sorted-key JSON).
+
+        The replicate list is fed to the hash in pieces, so a huge count is
+        hashed in constant memory; the digest is that of the whole JSON text.
+        """
+        canonical = self.canonical(replicates=False)
+        canonical["grid"]["replicates"] = _HOLE
+        parts = _dumps(canonical).split(json.dumps(_HOLE))
+        if len(parts) != 2:  # the placeholder also occurs in an option value
+            return hashlib.sha256(_dumps(self.canonical()).encode()).hexdigest()
+        head, tail = parts
+        h = hashlib.sha256(head.encode())
+        h.update(b"[")
+        reps = self.replicates
+        for start in range(0, len(reps), 1 << 16):
+            if start:
+                h.update(b",")
+            h.update(",".join(map(str, reps[start : start + (1 << 16)])).encode())
+        h.update(b"]" + tail.encode())
+        return h.hexdigest()
 
     def problem(self):
         """The problem object (built once per Spec)."""
@@ -132,6 +162,13 @@ class Spec:
         }
 
 
+_HOLE = "\0replicates\0"  # placeholder for the replicate list in the hashed JSON text
+
+
+def _dumps(obj) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
 def _jsonable(obj):
     if isinstance(obj, dict):
         return {str(k): _jsonable(v) for k, v in sorted(obj.items())}
@@ -146,9 +183,15 @@ def load_spec(path: str | Path) -> Spec:
     """Read and validate the TOML spec at ``path``."""
     p = Path(path)
     try:
-        text = p.read_text()
+        data = p.read_bytes()
     except OSError as exc:
         raise SpecError("spec", f"cannot read {str(p)!r}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(
+            "spec", f"{str(p)!r} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); save it as UTF-8"
+        ) from None
     return parse_spec(text)
 
 
@@ -245,6 +288,67 @@ def parse_spec(text: str) -> Spec:
     if not _is_int(seed) or seed < 0:
         raise SpecError("seed", f"must be an integer >= 0, got {seed!r}")
 
+    # ---------------------------------------------------------------- grid
+    if "grid" not in raw:
+        raise SpecError("grid", "missing table with n, epsilon and replicates")
+    grid = _check_table(raw["grid"], "grid")
+    _unknown(grid, GRID_KEYS + GRID_OPTIONAL, "grid")
+    for key in GRID_KEYS:
+        if key not in grid:
+            raise SpecError(f"grid.{key}", "missing")
+    extreme = grid.get("allow_extreme", False)
+    if not isinstance(extreme, bool):
+        raise SpecError("grid.allow_extreme", f"must be true or false, got {extreme!r}")
+    hint = "" if extreme else _EXTREME_HINT
+
+    ns = grid["n"]
+    if _is_int(ns):
+        ns = [ns]
+    if not isinstance(ns, list) or not ns:
+        raise SpecError("grid.n", "must be a non-empty list of integers (write 10_000_000, not 1e7)")
+    for i, n in enumerate(ns):
+        if not _is_int(n):
+            raise SpecError(f"grid.n[{i}]", f"must be an integer (write 10_000_000, not 1e7), got {n!r}")
+        if n > LIMITS["n"] and not extreme:
+            raise SpecError(f"grid.n[{i}]", f"n = {n} is beyond the limit {LIMITS['n']:.0e}{hint}")
+    if len(set(ns)) != len(ns):
+        raise SpecError("grid.n", f"values must be distinct, got {ns}")
+
+    eps = grid["epsilon"]
+    if isinstance(eps, (int, float)) and not isinstance(eps, bool):
+        eps = [eps]
+    if not isinstance(eps, list) or not eps:
+        raise SpecError("grid.epsilon", "must be a non-empty list of finite numbers > 0")
+    epsilons = []
+    lo, hi = LIMITS["epsilon"]
+    for i, e in enumerate(eps):
+        if isinstance(e, bool) or not isinstance(e, (int, float)) or not math.isfinite(e) or e <= 0:
+            raise SpecError(f"grid.epsilon[{i}]", f"must be a finite number > 0, got {e!r}")
+        if not (lo <= e <= hi or extreme):
+            raise SpecError(f"grid.epsilon[{i}]", f"epsilon = {e!r} is outside [{lo:g}, {hi:g}]{hint}")
+        epsilons.append(float(e))
+    if len(set(epsilons)) != len(epsilons):
+        raise SpecError("grid.epsilon", f"values must be distinct, got {eps}")
+
+    reps = grid["replicates"]
+    if _is_int(reps):
+        if reps < 1:
+            raise SpecError("grid.replicates", f"must be a count >= 1 or a non-empty list of integers >= 0, got {reps}")
+        replicates = range(reps)
+    elif isinstance(reps, list) and reps:
+        for i, r in enumerate(reps):
+            if not _is_int(r) or r < 0:
+                raise SpecError(f"grid.replicates[{i}]", f"must be an integer >= 0, got {r!r}")
+        if len(set(reps)) != len(reps):
+            raise SpecError("grid.replicates", "values must be distinct")
+        replicates = tuple(reps)
+    else:
+        raise SpecError("grid.replicates", f"must be a count >= 1 or a non-empty list of integers >= 0, got {reps!r}")
+    if len(replicates) > LIMITS["replicates"] and not extreme:
+        raise SpecError(
+            "grid.replicates", f"{len(replicates)} replicates is beyond the limit {LIMITS['replicates']:.0e}{hint}"
+        )
+
     # ---------------------------------------------------------------- problem
     if "problem" not in raw:
         raise SpecError("problem", 'missing table; e.g. [problem] name = "linear"')
@@ -262,57 +366,11 @@ def parse_spec(text: str) -> Spec:
     except (TypeError, ValueError) as exc:
         raise SpecError(_field_in_message(exc, ptable, "problem"), str(exc)) from None
 
-    # ---------------------------------------------------------------- grid
-    if "grid" not in raw:
-        raise SpecError("grid", "missing table with n, epsilon and replicates")
-    grid = _check_table(raw["grid"], "grid")
-    _unknown(grid, GRID_KEYS, "grid")
-    for key in GRID_KEYS:
-        if key not in grid:
-            raise SpecError(f"grid.{key}", "missing")
-
-    ns = grid["n"]
-    if _is_int(ns):
-        ns = [ns]
-    if not isinstance(ns, list) or not ns:
-        raise SpecError("grid.n", "must be a non-empty list of integers (write 10_000_000, not 1e7)")
     for i, n in enumerate(ns):
-        if not _is_int(n):
-            raise SpecError(f"grid.n[{i}]", f"must be an integer (write 10_000_000, not 1e7), got {n!r}")
         try:
             problem.check_n(n)
         except (TypeError, ValueError) as exc:
             raise SpecError(f"grid.n[{i}]", str(exc)) from None
-    if len(set(ns)) != len(ns):
-        raise SpecError("grid.n", f"values must be distinct, got {ns}")
-
-    eps = grid["epsilon"]
-    if isinstance(eps, (int, float)) and not isinstance(eps, bool):
-        eps = [eps]
-    if not isinstance(eps, list) or not eps:
-        raise SpecError("grid.epsilon", "must be a non-empty list of finite numbers > 0")
-    epsilons = []
-    for i, e in enumerate(eps):
-        if isinstance(e, bool) or not isinstance(e, (int, float)) or not math.isfinite(e) or e <= 0:
-            raise SpecError(f"grid.epsilon[{i}]", f"must be a finite number > 0, got {e!r}")
-        epsilons.append(float(e))
-    if len(set(epsilons)) != len(epsilons):
-        raise SpecError("grid.epsilon", f"values must be distinct, got {eps}")
-
-    reps = grid["replicates"]
-    if _is_int(reps):
-        if reps < 1:
-            raise SpecError("grid.replicates", f"must be a count >= 1 or a non-empty list of integers >= 0, got {reps}")
-        replicates = list(range(reps))
-    elif isinstance(reps, list) and reps:
-        for i, r in enumerate(reps):
-            if not _is_int(r) or r < 0:
-                raise SpecError(f"grid.replicates[{i}]", f"must be an integer >= 0, got {r!r}")
-        if len(set(reps)) != len(reps):
-            raise SpecError("grid.replicates", "values must be distinct")
-        replicates = list(reps)
-    else:
-        raise SpecError("grid.replicates", f"must be a count >= 1 or a non-empty list of integers >= 0, got {reps!r}")
 
     # ---------------------------------------------------------------- sampler
     sampler = dict(_check_table(raw.get("sampler", {}), "sampler"))
@@ -376,6 +434,6 @@ def parse_spec(text: str) -> Spec:
         mechanisms=tuple(mechs),
         n=tuple(int(n) for n in ns),
         epsilon=tuple(epsilons),
-        replicates=tuple(int(r) for r in replicates),
+        replicates=replicates,
         _problem=problem,
     )

@@ -1,0 +1,411 @@
+"""The command line in unattended use: signals, pre-flight checks, the store lock, status --json.
+
+Every test runs the real ``kngflow`` entry point in a subprocess (real Dask processes on
+127.0.0.1 where a run starts).  Bad input must give one ``kngflow: error:`` line, exit 2,
+create nothing and start no cluster (nothing on stdout: not even "connecting to").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import xarray as xr
+from conftest import EXPONENTIAL, kngflow_cli, kngflow_command, tiny_spec
+
+import kngflow
+from kngflow import store as st
+from kngflow.cli import build_parser
+from kngflow.store.lock import RunLock, StoreLocked, lock_path
+from kngflow.sweep import CostModel, parse_spec, plan_tasks, prepare_store, run_task
+from kngflow.sweep.engine import mark_task_failed
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = REPO / "workflows" / "smoke.toml"
+
+#: A study that computes for minutes: long enough to be interrupted mid-run.
+SLOW_SPEC = tiny_spec(n=(20, 50), replicates=2000, extra=EXPONENTIAL).replace("steps = 200", "steps = 20_000")
+
+
+def one_error_line(proc, *patterns: str) -> str:
+    """stderr is exactly one ``kngflow: error:`` line matching every pattern."""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kngflow: error: "), proc.stderr
+    for pat in patterns:
+        assert re.search(pat, lines[0]), (pat, lines[0])
+    return lines[0]
+
+
+def start_run(spec: Path, store: Path, *extra, progress: bool = False) -> subprocess.Popen:
+    """``kngflow run`` in its own session (process group), as a terminal would start it."""
+    return subprocess.Popen(
+        [*kngflow_command(), "run", str(spec), "--store", str(store), "--workers", "2", "--no-dashboard",
+         *([] if progress else ["--no-progress"]), *map(str, extra)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+
+
+def wait_computing(proc: subprocess.Popen, store: Path, timeout: float = 120) -> None:
+    """Until the store exists and tasks have run for a moment."""
+    t0 = time.monotonic()
+    while not (store / "zarr.json").exists() and not (store / ".zattrs").exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() - t0 < timeout, "the run did not start"
+        time.sleep(0.2)
+    time.sleep(3)
+    assert proc.poll() is None, proc.communicate()
+
+
+def worker_pids(proc: subprocess.Popen) -> list[int]:
+    kids = psutil.Process(proc.pid).children(recursive=True)
+    return [k.pid for k in kids if any("spawn_main" in a for a in k.cmdline())]
+
+
+# ----------------------------------------------------------------------------- signals
+@pytest.mark.parametrize(
+    "sig, status, progress", [(signal.SIGINT, 130, True), (signal.SIGTERM, 143, False)], ids=["SIGINT", "SIGTERM"]
+)
+def test_signal_to_the_process_group_prints_one_line(sig, status, progress, tmp_path):
+    """The terminal signals every process of the group (client, scheduler, nannies, workers)."""
+    spec = tmp_path / "slow.toml"
+    spec.write_text(SLOW_SPEC)
+    store = tmp_path / "s.zarr"
+    proc = start_run(spec, store, progress=progress)
+    try:
+        wait_computing(proc, store)
+        workers = worker_pids(proc)
+        assert len(workers) == 2
+        os.killpg(proc.pid, sig)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == status, out + err
+    line = f"kngflow: interrupted by {sig.name}; run the same command again to resume"
+    if progress:  # the bar's updates (its \r read as newlines), its line ended, then the one line
+        lines = err.split("\n")
+        assert lines[-2:] == [line, ""] and all(x == "" or x.startswith("cells:") for x in lines[:-2]), err
+    else:
+        assert err.splitlines() == [line], err
+    assert not lock_path(store).exists()
+    time.sleep(1)
+    assert not [p for p in workers if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+    # what was computed is in the store and readable
+    ds = xr.open_zarr(store)
+    assert ds.done.sum() > 0
+
+
+def test_log_file_takes_the_logs_of_client_and_workers(tmp_path):
+    """A killed worker makes the nanny warn and its replacement log: all of it goes to the file."""
+    spec = tmp_path / "slow.toml"
+    spec.write_text(SLOW_SPEC)
+    store, log = tmp_path / "s.zarr", tmp_path / "logs" / "run.log"
+    log.parent.mkdir()
+    proc = start_run(spec, store, "--log-file", log)
+    try:
+        wait_computing(proc, store)
+        os.kill(worker_pids(proc)[0], signal.SIGKILL)
+        time.sleep(6)  # the nanny notices and restarts the worker
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, out + err
+    assert err.splitlines() == ["kngflow: interrupted by SIGINT; run the same command again to resume"], err
+    text = log.read_text()
+    assert re.search(r"^\S+ \S+ \d+ distributed\.nanny WARNING: Restarting worker", text, re.M), text
+
+
+def test_local_workers_ignore_signals_and_write_stderr_to_the_log_file(tmp_path):
+    from distributed import Client
+
+    from kngflow.sweep.cluster import local_cluster
+
+    def probe():
+        print("written by a worker", file=sys.stderr, flush=True)
+        return signal.getsignal(signal.SIGINT).__module__, signal.getsignal(signal.SIGTERM).__module__
+
+    log = tmp_path / "workers.log"
+    with local_cluster(2, dashboard_address=None, log_file=log) as cluster, Client(cluster) as client:
+        handlers = client.run(probe)
+    assert list(handlers.values()) == [("kngflow.sweep.worker_preload",) * 2] * 2
+    assert log.read_text().count("written by a worker\n") == 2
+
+
+# ----------------------------------------------------------------------------- pre-flight
+def _dead_address() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+
+
+PREFLIGHT = {
+    # name: (arguments after SPEC --store STORE, pattern of the error line)
+    "scheduler garbage": (["--scheduler", "garbage"], r"--scheduler 'garbage': expected \[tcp://\]HOST:PORT"),
+    "scheduler port": (["--scheduler", "tcp://127.0.0.1:99999"], r"port must be an integer in 1\.\.65535, got '99999'"),
+    "scheduler scheme": (["--scheduler", "http://127.0.0.1:8786"], r"unknown scheme 'http'"),
+    "scheduler file port": (["--scheduler-file", "{tmp}/badport.json"], r"--scheduler-file \S+ has a bad address"),
+    "dashboard garbage": (["--dashboard-address", "abc"], r"--dashboard-address 'abc': expected \[HOST\]:PORT"),
+    "dashboard port": (["--dashboard-address", ":70000"], r"--dashboard-address ':70000': port must be"),
+    "dashboard host": (["--dashboard-address", "192.0.2.1:8787"], r"not an address of this machine"),
+    "slurm without sbatch": (["--cluster", str(REPO / "cluster" / "slurm.yaml")], r"cluster\.kind: slurm submits jobs with sbatch, which is not on PATH"),
+    "pbs without qsub": (["--cluster", str(REPO / "cluster" / "pbs.yaml")], r"cluster\.kind: pbs submits jobs with qsub"),
+    "unknown local option": (["--cluster", "{tmp}/colour.yaml"], r"cluster\.options\.colour: unknown option for kind local"),
+    "unknown slurm option": (["--cluster", "{tmp}/slurm.yaml"], r"cluster\.options\.walltme: unknown option for kind slurm; did you mean walltime"),
+    "log file is a directory": (["--log-file", "{tmp}"], r"--log-file \S+ is a directory"),
+    "log file directory missing": (["--log-file", "{tmp}/logs/run.log"], r"--log-file \S+ cannot be created: directory \S+logs does not exist"),
+}
+
+
+@pytest.mark.parametrize("case", list(PREFLIGHT))
+def test_bad_target_is_refused_before_any_cluster_starts(case, tmp_path):
+    args, pattern = PREFLIGHT[case]
+    (tmp_path / "spec.toml").write_text(tiny_spec())
+    (tmp_path / "badport.json").write_text(json.dumps({"address": "tcp://127.0.0.1:123456"}))
+    (tmp_path / "colour.yaml").write_text("kind: local\noptions: {colour: red}\n")
+    (tmp_path / "slurm.yaml").write_text("kind: slurm\noptions: {cores: 1, memory: 1GiB, walltme: '01:00:00'}\n")
+    listing = sorted(tmp_path.iterdir())
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(kngflow_command()[0]).parent), "/usr/bin", "/bin"])}
+    assert shutil.which("sbatch", path=env["PATH"]) is None and shutil.which("qsub", path=env["PATH"]) is None
+    args = [a.format(tmp=tmp_path) for a in args]
+    proc = kngflow_cli("run", tmp_path / "spec.toml", "--store", tmp_path / "new.zarr", *args, env=env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    one_error_line(proc, pattern)
+    assert proc.stdout == ""  # no "connecting to", no scheduler
+    assert sorted(tmp_path.iterdir()) == listing
+
+
+def test_connecting_says_where_and_how_long(tmp_path):
+    (tmp_path / "spec.toml").write_text(tiny_spec())
+    dead = _dead_address()
+    proc = kngflow_cli("run", tmp_path / "spec.toml", "--store", tmp_path / "s.zarr", "--scheduler", dead,
+                       "--connect-timeout", "1.5")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == [f"connecting to {dead} (timeout 1.5 s)"]
+    one_error_line(proc, rf"cannot connect to the Dask scheduler of {dead}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.toml"]
+
+
+def test_store_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "spec.toml").write_text(tiny_spec())
+    (tmp_path / "s.zarr").write_text("not a directory\n")
+    proc = kngflow_cli("run", tmp_path / "spec.toml", "--store", tmp_path / "s.zarr", "--workers", 1)
+    assert proc.returncode == 2
+    one_error_line(proc, r"--store \S+s\.zarr is a file, not a directory")
+    assert proc.stdout == "" and (tmp_path / "s.zarr").read_text() == "not a directory\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr", "spec.toml"]
+
+
+@pytest.fixture
+def readonly_dir():
+    """A read-only directory that a test can hand to the CLI, and the user to run it as.
+
+    Root writes into read-only directories, so as root the CLI runs as ``nobody`` (setpriv).
+    """
+    if os.geteuid() == 0 and not shutil.which("setpriv"):
+        pytest.skip("running as root without setpriv: a read-only directory is writable")
+    base = Path(tempfile.mkdtemp(prefix="kngflow-ro-"))
+    base.chmod(0o755)
+    (base / "ro").mkdir()
+    (base / "spec.toml").write_text(tiny_spec())
+    (base / "spec.toml").chmod(0o644)
+    (base / "ro").chmod(0o555)
+    prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+    (base / "cache").mkdir(mode=0o777)
+    (base / "cache").chmod(0o777)  # numba's cache, where that user can write
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(base / "cache")}
+
+    def cli(*args):
+        return subprocess.run([*prefix, *kngflow_command(), *map(str, args)], capture_output=True, text=True,
+                              timeout=120, cwd=base, env=env)
+
+    yield base, cli
+    (base / "ro").chmod(0o755)
+    shutil.rmtree(base)
+
+
+@pytest.mark.parametrize("store", ["ro/s.zarr", "ro/deeper/s.zarr"])
+def test_store_in_a_read_only_directory_is_refused(readonly_dir, store):
+    base, cli = readonly_dir
+    proc = cli("run", base / "spec.toml", "--store", base / store, "--workers", 1)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    one_error_line(proc, rf"--store \S+ cannot be written: directory {re.escape(str(base / 'ro'))} is not writable")
+    assert proc.stdout == "" and list((base / "ro").iterdir()) == []
+
+
+def test_report_out_must_be_a_writable_directory(readonly_dir, tmp_path):
+    base, cli = readonly_dir
+    (tmp_path / "file").write_text("x")
+    # checked before the store is even opened: the store need not exist
+    proc = kngflow_cli("report", tmp_path / "nothing.zarr", "--out", tmp_path / "file")
+    assert proc.returncode == 2
+    one_error_line(proc, r"--out \S+file is a file, not a directory")
+    proc = cli("report", base / "nothing.zarr", "--out", base / "ro" / "report")
+    assert proc.returncode == 2
+    one_error_line(proc, r"--out \S+report cannot be written: directory \S+ro is not writable")
+    assert list((base / "ro").iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+@pytest.mark.parametrize(
+    "grid, pattern",
+    [
+        ("replicates = 1_000_000_000", r"grid\.replicates: 1000000000 replicates is beyond the limit 1e\+08"),
+        ("n = [1_000_000_000_000]", r"grid\.n\[0\]: n = 1000000000000 is beyond the limit 1e\+09"),
+        ("epsilon = [1e20]", r"grid\.epsilon\[0\]: epsilon = 1e\+20 is outside"),
+    ],
+    ids=["1e9 replicates", "n 1e12", "epsilon 1e20"],
+)
+def test_absurd_grid_exits_2_at_once(grid, pattern, tmp_path):
+    key = grid.split(" =")[0]
+    text = re.sub(rf"^{key} = .*$", grid, tiny_spec(), count=1, flags=re.M)
+    (tmp_path / "spec.toml").write_text(text)
+    t0 = time.perf_counter()
+    proc = kngflow_cli("run", tmp_path / "spec.toml", "--store", tmp_path / "s.zarr", timeout=60)
+    elapsed = time.perf_counter() - t0
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    one_error_line(proc, pattern, r"set allow_extreme = true in \[grid\]")
+    assert proc.stdout == "" and sorted(p.name for p in tmp_path.iterdir()) == ["spec.toml"]
+    # a second on an idle machine (materialising 1e9 replicates took 14 GB and minutes): a loose
+    # bound, since other processes share the machine
+    assert elapsed < 20, elapsed
+
+
+def test_non_utf8_spec_is_one_line(tmp_path):
+    (tmp_path / "spec.toml").write_bytes(tiny_spec().replace('"tiny"', '"\xe9t\xe9"').encode("latin-1"))
+    proc = kngflow_cli("run", tmp_path / "spec.toml", "--store", tmp_path / "s.zarr")
+    assert proc.returncode == 2
+    one_error_line(proc, r"invalid spec \S+: spec: '\S+spec\.toml' is not UTF-8 text \(byte 0xe9")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.toml"]
+
+
+# ----------------------------------------------------------------------------- the lock
+def test_lock_refuses_a_second_holder_and_is_removed(tmp_path):
+    store = tmp_path / "s.zarr"
+    with RunLock(store) as lock:
+        info = json.loads(lock.path.read_text())
+        assert info["pid"] == os.getpid() and info["host"] == socket.gethostname()
+        with pytest.raises(StoreLocked, match=rf"in use by another run \(host \S+, pid {os.getpid()}, since 20"):
+            RunLock(store).acquire()
+    assert not lock_path(store).exists() and list(tmp_path.iterdir()) == []
+    with RunLock(tmp_path / "a" / "b" / "s.zarr"):  # made the directories for the lock ...
+        assert (tmp_path / "a" / "b").is_dir()
+    assert list(tmp_path.iterdir()) == []  # ... and removed them, no store being made there
+
+
+def test_second_run_on_a_locked_store_exits_2(tmp_path):
+    (tmp_path / "spec.toml").write_text(tiny_spec())
+    store = tmp_path / "s.zarr"
+    with RunLock(store):
+        proc = kngflow_cli("run", tmp_path / "spec.toml", "--store", store, "--workers", 1, "--no-dashboard")
+        assert lock_path(store).exists()
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    one_error_line(proc, rf"store \S+s\.zarr is in use by another run \(host {re.escape(socket.gethostname())}, "
+                         rf"pid {os.getpid()}, since \d{{4}}-\d\d-\d\dT", r"lock file \S+s\.zarr\.lock")
+    assert proc.stdout == "" and not store.exists()
+
+
+def test_lock_written_on_another_host_is_refused(tmp_path):
+    (tmp_path / "spec.toml").write_text(tiny_spec())
+    store = tmp_path / "s.zarr"
+    lock_path(store).write_text(json.dumps({"host": "elsewhere", "pid": 1, "since": "2026-01-01T00:00:00+00:00"}))
+    proc = kngflow_cli("run", tmp_path / "spec.toml", "--store", store, "--workers", 1, "--no-dashboard")
+    assert proc.returncode == 2
+    one_error_line(proc, r"lock of a run on another host \(host elsewhere, pid 1, since 2026-01-01", r"delete \S+\.lock")
+    assert lock_path(store).exists() and not store.exists()
+
+
+def test_stale_lock_of_a_killed_run_is_taken_over(tmp_path):
+    store = tmp_path / "s.zarr"
+    killed = subprocess.run(
+        [sys.executable, "-c", "import os, signal, sys; from kngflow.store.lock import RunLock; "
+         "RunLock(sys.argv[1]).acquire(); os.kill(os.getpid(), signal.SIGKILL)", str(store)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert killed.returncode == -signal.SIGKILL
+    stale = json.loads(lock_path(store).read_text())
+    assert not psutil.pid_exists(stale["pid"])
+    proc = kngflow_cli("run", SMOKE, "--store", store, "--workers", 1, "--no-dashboard", "--no-progress")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines() == [
+        "kngflow: taking over the stale lock of a run that ended without releasing it "
+        f"(host {stale['host']}, pid {stale['pid']}, since {stale['since']})"
+    ], proc.stderr
+    assert not lock_path(store).exists()
+    assert int(xr.open_zarr(store).done.sum()) == 32
+
+
+# ----------------------------------------------------------------------------- status, version, help
+@pytest.fixture(scope="module")
+def failed_store(tmp_path_factory):
+    """A store of ``tiny_spec()`` with some cells done and one task's cells failed."""
+    tmp = tmp_path_factory.mktemp("failed")
+    spec = parse_spec(tiny_spec())
+    path = tmp / "s.zarr"
+    cost = CostModel(task_seconds=1e-9)  # one chunk per task
+    meta, _ = prepare_store(spec, path, replicate_chunk=1, cost=cost)
+    tasks = plan_tasks(meta, st.read_flags(path)[0], cost=cost)
+    for t in tasks[1::2]:
+        run_task(str(path), spec.text, meta, t)
+    mark_task_failed(str(path), meta, tasks[0], "task failed after 2 retries: boom")
+    return path
+
+
+def test_status_json_and_exit_status(failed_store):
+    ds = xr.open_zarr(failed_store)
+    done, failed = ds.done.values.astype(bool), ds.failed.values.astype(bool) & (ds.done.values == 0)
+    assert done.any() and failed.any()
+    proc = kngflow_cli("status", failed_store, "--json", "--max-messages", 3)
+    assert proc.returncode == 1, proc.stderr  # cells failed
+    data = json.loads(proc.stdout)
+    assert (data["done"], data["failed"], data["total"]) == (int(done.sum()), int(failed.sum()), done.size)
+    assert data["dims"] == {"mechanism": 2, "n": 2, "epsilon": 2, "replicate": 4, "coef": 3}
+    assert len(data["groups"]) == 4 and sum(g["total"] for g in data["groups"]) == done.size
+    for g in data["groups"]:
+        sel = {"n": g["n"], "mechanism": g["mechanism"]}
+        assert g["done"] == int(ds.done.sel(**sel).sum())
+        assert g["failed"] == int((ds.failed.sel(**sel) & (ds.done.sel(**sel) == 0)).sum())
+    assert 1 <= len(data["failures"]) <= 3
+    assert all(f["message"] == "task failed after 2 retries: boom" for f in data["failures"])
+    text = kngflow_cli("status", failed_store)
+    assert text.returncode == 1 and f"overall: {done.sum()} done, {failed.sum()} failed" in text.stdout
+
+
+def test_status_of_a_store_without_failures_exits_0(tmp_path):
+    spec = parse_spec(tiny_spec(n=(20,), epsilon=(1.0,), replicates=2))
+    meta, _ = prepare_store(spec, tmp_path / "s.zarr", replicate_chunk=1)
+    for t in plan_tasks(meta, st.read_flags(tmp_path / "s.zarr")[0]):
+        run_task(str(tmp_path / "s.zarr"), spec.text, meta, t)
+    proc = kngflow_cli("status", tmp_path / "s.zarr", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["failed"] == 0 and json.loads(proc.stdout)["done"] == 4
+
+
+def test_version():
+    proc = kngflow_cli("--version")
+    assert proc.returncode == 0 and proc.stdout == f"kngflow {kngflow.__version__}\n"
+
+
+def test_every_argument_has_help():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.choices and isinstance(a.choices, dict))
+    parsers = {"kngflow": parser, **sub.choices}
+    assert set(parsers) >= {"kngflow", "run", "status", "report"}
+    missing = [
+        f"{name} {a.dest}"
+        for name, p in parsers.items()
+        for a in p._actions
+        if a.dest != "help" and not (a.help or "").strip()
+    ]
+    assert missing == []
