@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dashboard-address", default=":8787", metavar="ADDR", help="local dashboard address (default :8787)")
     run.add_argument("--no-dashboard", action="store_true", help="start the local cluster without a dashboard")
     run.add_argument("--task-seconds", type=float, default=1.0, metavar="S", help="target duration of one task (default 1)")
-    run.add_argument("--replicate-chunk", type=int, metavar="K", help="replicates per store chunk for a new store (default: cost model)")
+    run.add_argument("--replicate-chunk", type=int, metavar="K", help="replicates per store chunk for a new store (default: a few MB per chunk)")
     run.add_argument("--max-in-flight", type=int, metavar="K", help="futures in flight (default: 2 per worker thread, >= 4)")
     run.add_argument("--retries", type=int, default=2, metavar="R", help="Dask retries of a failing task (default 2)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -222,15 +222,6 @@ def cmd_run(args) -> int:
     from kngflow.sweep.engine import check_store
     from kngflow.sweep.quiet import log_to_file
 
-    try:  # refuse a foreign store now; create or extend it only once connected
-        cost, est = _plan(spec, args.store, args.task_seconds, args.workers)
-    except StoreError as exc:
-        _err(str(exc))
-        return EXIT_BAD_INPUT
-    why = est.too_big()
-    if why and not args.yes:
-        _err(f"{why}; check the spec, or run again with --yes")
-        return EXIT_BAD_INPUT
     if args.log_file:
         log_to_file(args.log_file)
     dashboard = None if args.no_dashboard else args.dashboard_address
@@ -240,8 +231,13 @@ def cmd_run(args) -> int:
             try:
                 stack.enter_context(RunLock(args.store))
                 check_store(spec, args.store)  # refuse a foreign store now; create or extend it once connected
+                cost, est = _estimate(spec, args.store, args.task_seconds)
             except StoreError as exc:
                 _err(str(exc))
+                return EXIT_BAD_INPUT
+            why = est.too_big()
+            if why and not args.yes:
+                _err(f"{why} (see `kngflow plan {args.spec}`); run again with --yes to run it anyway")
                 return EXIT_BAD_INPUT
             if args.scheduler or args.scheduler_file:
                 address = args.scheduler or json.loads(Path(args.scheduler_file).read_text())["address"]
@@ -267,6 +263,8 @@ def cmd_run(args) -> int:
                 _err(str(exc))
                 return EXIT_BAD_INPUT
             nworkers = len(client.nthreads())
+            for line in est.lines(nworkers):
+                print(line, flush=True)
             print(f"scheduler {client.scheduler.address}; {nworkers} workers", flush=True)
             remote = args.scheduler or args.scheduler_file or args.cluster
             link = _dashboard_link(client) if (remote or dashboard) else None
@@ -300,17 +298,14 @@ def cmd_run(args) -> int:
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
-def _plan(spec, store, task_seconds: float, workers: int | None):
-    """Calibrate the cost model, print the plan lines and return ``(cost, estimate)``."""
+def _estimate(spec, store, task_seconds: float):
+    """``(cost model calibrated on this machine, estimate of running spec into store)``."""
     from kngflow.sweep import calibrate, estimate
     from kngflow.sweep.engine import store_progress
 
     progress = store_progress(spec, store) if store else None
     cost = calibrate(spec, task_seconds=task_seconds)
-    est = estimate(spec, cost, progress=progress)
-    for line in est.lines(workers):
-        print(line, flush=True)
-    return cost, est
+    return cost, estimate(spec, cost, progress=progress)
 
 
 def cmd_plan(args) -> int:
@@ -326,10 +321,12 @@ def cmd_plan(args) -> int:
         _err("--task-seconds must be > 0 and --workers >= 1")
         return EXIT_BAD_INPUT
     try:
-        est = _plan(spec, args.store, args.task_seconds, args.workers)[1]
+        est = _estimate(spec, args.store, args.task_seconds)[1]
     except StoreError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
+    for line in est.lines(args.workers):
+        print(line)
     why = est.too_big()
     if why:
         print(f"plan: {why}: `kngflow run` asks for --yes")

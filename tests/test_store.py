@@ -91,9 +91,9 @@ def test_tasks_cover_each_missing_cell_once(tmp_path):
     done = np.zeros((2, 2, 2, 9), np.int8)
     done[:, :, :, 2:4] = 1  # complete replicates: skipped
     done[1, 0, 1, 6] = 1  # a partial replicate: computed except that cell
-    for per_task in (1e-9, 0.002, 1e9):
+    for per_task, ramp in ((1e-9, 0), (0.002, 0), (1e9, 0), (0.33, 3), (1e9, 2)):
         cost = CostModel(task_seconds=per_task)
-        it = iter_tasks(meta, done, cost=cost)
+        it = iter_tasks(meta, done, cost=cost, ramp=ramp)
         assert iter(it) is it  # a generator: nothing materialised up front
         covered = np.zeros_like(done)
         tasks = list(it)
@@ -104,6 +104,11 @@ def test_tasks_cover_each_missing_cell_once(tmp_path):
             assert t.missing == need.sum()
         assert np.array_equal(covered, 1 - done)  # every missing cell in exactly one task
         assert [t.n for t in tasks] == sorted((t.n for t in tasks), reverse=True)  # largest n first
+        per = cost.replicates_per_task(50, spec.labels, 2)
+        sizes = [t.stop - t.start for t in tasks]
+        assert max(sizes[:ramp], default=1) <= max(1, per // 16) and max(sizes) <= per  # short tasks first
+        if ramp:
+            continue
         est = estimate(spec, cost, progress={20: (int(done[:, 0].sum()), 2), 50: (int(done[:, 1].sum()), 2)})
         assert est.to_compute == int((1 - done).sum())
         # the estimate ignores that done replicates split a run of tasks (one gap per n here)

@@ -26,7 +26,7 @@ import numpy as np
 from kngflow import store as st
 
 from . import seeds
-from .plan import CostModel, Task, default_chunks, default_task_timeout, estimate, iter_tasks
+from .plan import CostModel, Task, count_tasks, default_chunks, default_task_timeout, estimate, iter_tasks
 from .spec import Spec, parse_spec
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "prepare_store",
     "compute_block",
     "run_task",
+    "mark_task_failed",
     "run_sweep",
     "RunResult",
     "store_attrs",
@@ -349,6 +350,14 @@ def _store_axes(meta):
     return [str(x) for x in meta.coords["mechanism"]], [float(x) for x in meta.coords["epsilon"]]
 
 
+def mark_task_failed(store_path, meta, task: Task, message: str) -> list[dict]:
+    """Flag the missing cells of ``task`` failed with ``message`` in the store (without Dask)."""
+    labels, epsilons = _store_axes(meta)
+    block = failed_block(labels, epsilons, len(meta.coords["coef"]), task, message)
+    st.write_blocks(store_path, [block])
+    return block.failures
+
+
 def run_task(store_path, spec_text: str, meta, task: Task, timeout: float | None = None) -> dict:
     """Compute ``task`` in this process and write it (what a run does, without Dask)."""
     labels, epsilons = _store_axes(meta)
@@ -453,21 +462,21 @@ def run_sweep(
     done_before = int(np.count_nonzero(done))
     if task_timeout is None:
         task_timeout = default_task_timeout(estimate(spec, cost, progress=_progress(meta, done, spec)))
-    tasks = iter_tasks(meta, done, cost=cost, key_prefix=f"{store_path}{spec.hash}{uuid.uuid4().hex}")
-    del done, _failed
+    nthreads = sum(client.nthreads().values()) or 1
+    tasks = iter_tasks(meta, done, cost=cost, key_prefix=f"{store_path}{spec.hash}{uuid.uuid4().hex}", ramp=nthreads)
     if log:
         log(
-            f"store {store_path}: {action}; {done_before}/{total} cells done, "
-            f"{total - done_before} to compute (chunks: "
+            f"store {store_path}: {action}; {done_before}/{total} cells done, {total - done_before} to compute "
+            f"in {count_tasks(meta, done, cost=cost, ramp=nthreads)} tasks (chunks: "
             + ", ".join(f"{k}={meta.chunks[k]}" for k in ("mechanism", "n", "epsilon", "replicate"))
             + f"; task timeout {task_timeout:g} s)"
         )
+    del done, _failed
     failures: list[dict] = []
     n_computed = n_failed = n_tasks = 0
     bar = None
     if done_before < total:
         if max_in_flight is None:
-            nthreads = sum(client.nthreads().values()) or 1
             max_in_flight = max(4, 2 * nthreads)
         if progress:
             from tqdm import tqdm

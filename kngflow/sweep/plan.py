@@ -27,6 +27,7 @@ __all__ = [
     "CostModel",
     "Estimate",
     "iter_tasks",
+    "count_tasks",
     "plan_tasks",
     "calibrate",
     "estimate",
@@ -113,40 +114,58 @@ class Task:
         return {"n": slice(self.n_index, self.n_index + 1), "replicate": slice(self.start, self.stop)}
 
 
-def iter_tasks(meta, done: np.ndarray, *, cost: CostModel | None = None, key_prefix: str = ""):
+#: The first ``ramp`` tasks of :func:`iter_tasks` are this many times shorter.
+RAMP_DIVISOR = 16
+
+
+def _extents(meta, done: np.ndarray, cost: CostModel, ramp: int):
+    """``(n index, todo, start, stop)`` of each task of :func:`iter_tasks`, in order."""
+    labels, ns, eps = (meta.coords[k] for k in ("mechanism", "n", "epsilon"))
+    issued = 0
+    for i in sorted(range(len(ns)), key=lambda k: -int(ns[k])):
+        per_task = cost.replicates_per_task(int(ns[i]), labels, len(eps))
+        todo = done[:, i, :, :] == 0  # (M, E, R)
+        rep_todo = np.flatnonzero(todo.any(axis=(0, 1)))
+        # runs of consecutive replicates with work, cut into tasks of per_task replicates
+        breaks = np.flatnonzero(np.diff(rep_todo) != 1) + 1
+        for run in np.split(rep_todo, breaks) if rep_todo.size else ():
+            a = 0
+            while a < len(run):
+                size = per_task if issued >= ramp else max(1, per_task // RAMP_DIVISOR)
+                yield i, todo, int(run[a]), int(run[min(a + size, len(run)) - 1]) + 1
+                a += size
+                issued += 1
+
+
+def iter_tasks(meta, done: np.ndarray, *, cost: CostModel | None = None, key_prefix: str = "", ramp: int = 0):
     """Yield tasks covering every cell not done, largest n first, lazily.
 
     ``done`` is the (mechanism, n, epsilon, replicate) flag array of the store and
     ``meta`` its :class:`~kngflow.store.StoreMeta`.  Fully done replicates are
-    skipped; a task covers at most ``cost.replicates_per_task`` replicates.
+    skipped; a task covers at most ``cost.replicates_per_task`` replicates, the
+    first ``ramp`` tasks :data:`RAMP_DIVISOR` times fewer (one short task per
+    worker first: results and failures show up early).
     """
-    cost = cost or CostModel()
-    labels, ns, eps, reps = (meta.coords[k] for k in ("mechanism", "n", "epsilon", "replicate"))
-    for i in sorted(range(len(ns)), key=lambda k: -int(ns[k])):
-        n = int(ns[i])
-        per_task = cost.replicates_per_task(n, labels, len(eps))
-        todo = done[:, i, :, :] == 0  # (M, E, R)
-        rep_todo = np.flatnonzero(todo.any(axis=(0, 1)))
-        if rep_todo.size == 0:
-            continue
-        # runs of consecutive replicates with work, cut into tasks of per_task replicates
-        breaks = np.flatnonzero(np.diff(rep_todo) != 1) + 1
-        for run in np.split(rep_todo, breaks):
-            for a in range(0, len(run), per_task):
-                start, stop = int(run[a]), int(run[min(a + per_task, len(run)) - 1]) + 1
-                block = todo[:, :, start:stop]
-                missing = int(np.count_nonzero(block))
-                tag = hashlib.sha1(repr((key_prefix, i, start, stop)).encode()).hexdigest()[:16]
-                yield Task(
-                    key=f"kngflow-{tag}",
-                    n=n,
-                    n_index=i,
-                    start=start,
-                    stop=stop,
-                    replicates=np.asarray(reps[start:stop], dtype=np.int64),
-                    need=None if missing == block.size else block.copy(),
-                    missing=missing,
-                )
+    ns, reps = meta.coords["n"], meta.coords["replicate"]
+    for i, todo, start, stop in _extents(meta, done, cost or CostModel(), ramp):
+        block = todo[:, :, start:stop]
+        missing = int(np.count_nonzero(block))
+        tag = hashlib.sha1(repr((key_prefix, i, start, stop)).encode()).hexdigest()[:16]
+        yield Task(
+            key=f"kngflow-{tag}",
+            n=int(ns[i]),
+            n_index=i,
+            start=start,
+            stop=stop,
+            replicates=np.asarray(reps[start:stop], dtype=np.int64),
+            need=None if missing == block.size else block.copy(),
+            missing=missing,
+        )
+
+
+def count_tasks(meta, done: np.ndarray, *, cost: CostModel | None = None, ramp: int = 0) -> int:
+    """How many tasks :func:`iter_tasks` yields (without making them)."""
+    return sum(1 for _ in _extents(meta, done, cost or CostModel(), ramp))
 
 
 def plan_tasks(meta, done: np.ndarray, *, cost: CostModel | None = None, key_prefix: str = "") -> list[Task]:
