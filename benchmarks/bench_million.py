@@ -113,9 +113,9 @@ def baseline_seconds(spec, stride: int) -> tuple[float, int]:
     releases = 0
     with threadpool_limits(limits=1):
         for n in spec.n:  # warm-up: compiled kernels load on first use
-            stats = problem.simulate(n, seeds.data_rng(0, spec.problem_name, n, -1))
+            stats = problem.simulate(n, seeds.data_rng(0, spec.problem_name, n, 0))
             for label, mech in mechanisms.items():
-                mech.release(stats, epsilon=spec.epsilon[0], rng=seeds.release_rng(0, spec.problem_name, n, -1, label, 1.0))
+                mech.release(stats, epsilon=spec.epsilon[0], rng=seeds.release_rng(0, spec.problem_name, n, 0, label, 1.0))
         t0 = time.perf_counter()
         for n in spec.n:
             for rep in reps:
