@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import xarray as xr
 import zarr
 
 __all__ = [
@@ -109,6 +108,8 @@ def _group(path, mode="r"):
 
 def open_dataset(path) -> xr.Dataset:
     """``xr.open_zarr`` of the store without relying on consolidated metadata."""
+    import xarray as xr  # here, not at the top: `kngflow status` needs zarr only
+
     with _quiet():
         return xr.open_zarr(str(path), consolidated=False)
 
@@ -138,6 +139,7 @@ def create_store(
     template behind.  Float variables get ``fill_value`` NaN explicitly.
     """
     import dask.array as da
+    import xarray as xr
 
     path = Path(path)
     if path.exists():
