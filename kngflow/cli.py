@@ -1,4 +1,4 @@
-"""``kngflow`` command line: run | status | report | audit.
+"""``kngflow`` command line: run | plan | status | report | audit.
 
 Exit status: 0 success; 1 some cells failed (``run``, ``status``); 2 bad input
 (invalid spec, a store made from another spec or in use by another run, a bad
@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dashboard-address", default=":8787", metavar="ADDR", help="local dashboard address (default :8787)")
     run.add_argument("--no-dashboard", action="store_true", help="start the local cluster without a dashboard")
     run.add_argument("--task-seconds", type=float, default=1.0, metavar="S", help="target duration of one task (default 1)")
-    run.add_argument("--replicate-chunk", type=int, metavar="K", help="replicates per store chunk for a new store (default: cost model)")
+    run.add_argument("--replicate-chunk", type=int, metavar="K", help="replicates per store chunk for a new store (default: a few MB per chunk)")
     run.add_argument("--max-in-flight", type=int, metavar="K", help="futures in flight (default: 2 per worker thread, >= 4)")
     run.add_argument("--retries", type=int, default=2, metavar="R", help="Dask retries of a failing task (default 2)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -63,6 +63,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-file", metavar="FILE",
         help="append Dask's logging and warnings (client and local workers) to FILE instead of the terminal",
     )
+    run.add_argument(
+        "--task-timeout", type=float, metavar="S",
+        help="seconds one task may run before its cells are marked failed (default: from the cost model, >= 300)",
+    )
+    run.add_argument("--flush-seconds", type=float, default=2.0, metavar="S",
+                     help="longest time finished results wait in the client before they are written (default 2)")
+    run.add_argument("--yes", action="store_true", help="run even when the plan exceeds the limits (24 core-hours, "
+                     "100 GB of store, 8 GB per worker)")
+
+    plan = sub.add_parser(
+        "plan", help="cells, tasks, compute time, memory and store size of a study, without running it",
+        description="Estimate a run of SPEC from a cost model measured on this machine (a few seconds). "
+        "With --store, cells already done there are not counted.",
+    )
+    plan.add_argument("spec", help="study spec (TOML)")
+    plan.add_argument("--store", metavar="PATH", help="existing store to resume or extend")
+    plan.add_argument("--task-seconds", type=float, default=1.0, metavar="S", help="target duration of one task (default 1)")
+    plan.add_argument("--workers", type=int, metavar="N", help="also show the time on N workers")
 
     status = sub.add_parser(
         "status",
@@ -186,6 +204,11 @@ def cmd_run(args) -> int:
     if not args.task_seconds > 0 or args.retries < 0:
         _err("--task-seconds must be > 0 and --retries >= 0")
         return EXIT_BAD_INPUT
+    for name in ("task_timeout", "flush_seconds"):
+        v = getattr(args, name)
+        if v is not None and not v > 0:
+            _err(f"--{name.replace('_', '-')} must be > 0, got {v}")
+            return EXIT_BAD_INPUT
     if not args.connect_timeout > 0:
         _err(f"--connect-timeout must be > 0, got {args.connect_timeout}")
         return EXIT_BAD_INPUT
@@ -198,14 +221,13 @@ def cmd_run(args) -> int:
 
     from kngflow.store import StoreError
     from kngflow.store.lock import RunLock
-    from kngflow.sweep import CostModel, prepare_store, run_sweep
+    from kngflow.sweep import prepare_store, run_sweep
     from kngflow.sweep.cluster import ClusterConfigError, connect
     from kngflow.sweep.engine import check_store
     from kngflow.sweep.quiet import log_to_file
 
     if args.log_file:
         log_to_file(args.log_file)
-    cost = CostModel(task_seconds=args.task_seconds)
     dashboard = None if args.no_dashboard else args.dashboard_address
     where = args.scheduler or args.scheduler_file or args.cluster or "local cluster"
     try:
@@ -213,8 +235,13 @@ def cmd_run(args) -> int:
             try:
                 stack.enter_context(RunLock(args.store))
                 check_store(spec, args.store)  # refuse a foreign store now; create or extend it once connected
+                cost, est = _estimate(spec, args.store, args.task_seconds)
             except StoreError as exc:
                 _err(str(exc))
+                return EXIT_BAD_INPUT
+            why = est.too_big()
+            if why and not args.yes:
+                _err(f"{why} (see `kngflow plan {args.spec}`); run again with --yes to run it anyway")
                 return EXIT_BAD_INPUT
             if args.scheduler or args.scheduler_file:
                 address = args.scheduler or json.loads(Path(args.scheduler_file).read_text())["address"]
@@ -235,11 +262,13 @@ def cmd_run(args) -> int:
                 _err(f"cannot connect to the Dask scheduler of {where}: {exc}")
                 return EXIT_BAD_INPUT
             try:
-                prepared = prepare_store(spec, args.store, replicate_chunk=args.replicate_chunk, cost=cost)
+                prepared = prepare_store(spec, args.store, replicate_chunk=args.replicate_chunk)
             except StoreError as exc:
                 _err(str(exc))
                 return EXIT_BAD_INPUT
             nworkers = len(client.nthreads())
+            for line in est.lines(nworkers):
+                print(line, flush=True)
             print(f"scheduler {client.scheduler.address}; {nworkers} workers", flush=True)
             remote = args.scheduler or args.scheduler_file or args.cluster
             link = _dashboard_link(client) if (remote or dashboard) else None
@@ -253,6 +282,8 @@ def cmd_run(args) -> int:
                 cost=cost,
                 max_in_flight=args.max_in_flight,
                 retries=args.retries,
+                task_timeout=args.task_timeout,
+                flush_seconds=args.flush_seconds,
                 progress=not args.no_progress,
             )
     except ClusterConfigError as exc:
@@ -269,6 +300,41 @@ def cmd_run(args) -> int:
             print(f"  {r['mechanism']} n={r['n']} eps={r['epsilon']} rep={r['replicate']}: {r['message']}")
         print(f"see: kngflow status {args.store}")
     return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _estimate(spec, store, task_seconds: float):
+    """``(cost model calibrated on this machine, estimate of running spec into store)``."""
+    from kngflow.sweep import calibrate, estimate
+    from kngflow.sweep.engine import store_progress
+
+    progress = store_progress(spec, store) if store else None
+    cost = calibrate(spec, task_seconds=task_seconds)
+    return cost, estimate(spec, cost, progress=progress)
+
+
+def cmd_plan(args) -> int:
+    from kngflow.store import StoreError
+    from kngflow.sweep import SpecError, load_spec
+
+    try:
+        spec = load_spec(args.spec)
+    except SpecError as exc:
+        _err(f"invalid spec {args.spec}: {exc}")
+        return EXIT_BAD_INPUT
+    if not args.task_seconds > 0 or (args.workers is not None and args.workers < 1):
+        _err("--task-seconds must be > 0 and --workers >= 1")
+        return EXIT_BAD_INPUT
+    try:
+        est = _estimate(spec, args.store, args.task_seconds)[1]
+    except StoreError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    for line in est.lines(args.workers):
+        print(line)
+    why = est.too_big()
+    if why:
+        print(f"plan: {why}: `kngflow run` asks for --yes")
+    return EXIT_OK
 
 
 def status_data(path, max_messages: int = 20) -> dict:
@@ -400,7 +466,9 @@ def main(argv=None) -> int:
     from kngflow.sweep.quiet import Interrupted, exit_on_signals
 
     args = build_parser().parse_args(argv)
-    handler = {"run": cmd_run, "status": cmd_status, "report": cmd_report, "audit": cmd_audit}[args.command]
+    handler = {"run": cmd_run, "plan": cmd_plan, "status": cmd_status, "report": cmd_report, "audit": cmd_audit}[
+        args.command
+    ]
     hint = "; run the same command again to resume" if args.command == "run" else ""
     try:
         with exit_on_signals("interrupted by {signal}" + hint):

@@ -56,7 +56,7 @@ def partial_store(tmp_path_factory):
     (tmp / "study.toml").write_text(spec.text)
     path = tmp / "s.zarr"
     cost = CostModel(task_seconds=1e-9)  # one chunk per task
-    meta, _ = prepare_store(spec, path, replicate_chunk=1, cost=cost)
+    meta, _ = prepare_store(spec, path, replicate_chunk=1)
     tasks = plan_tasks(meta, st.read_flags(path)[0], cost=cost)
     for t in tasks[::3]:
         run_task(str(path), spec.text, meta, t)

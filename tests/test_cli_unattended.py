@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "workflows" / "smoke.toml"
 
 #: A study that computes for minutes: long enough to be interrupted mid-run.
-SLOW_SPEC = tiny_spec(n=(20, 50), replicates=2000, extra=EXPONENTIAL).replace("steps = 200", "steps = 20_000")
+SLOW_SPEC = tiny_spec(n=(20, 50), replicates=20_000, extra=EXPONENTIAL).replace("steps = 200", "steps = 20_000")
 
 
 def one_error_line(proc, *patterns: str) -> str:
@@ -353,7 +353,7 @@ def failed_store(tmp_path_factory):
     spec = parse_spec(tiny_spec())
     path = tmp / "s.zarr"
     cost = CostModel(task_seconds=1e-9)  # one chunk per task
-    meta, _ = prepare_store(spec, path, replicate_chunk=1, cost=cost)
+    meta, _ = prepare_store(spec, path, replicate_chunk=1)
     tasks = plan_tasks(meta, st.read_flags(path)[0], cost=cost)
     for t in tasks[1::2]:
         run_task(str(path), spec.text, meta, t)

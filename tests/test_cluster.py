@@ -84,7 +84,8 @@ def test_readme_gives_the_command_of_every_deployment_file():
     assert "--scheduler-file" in text and "pip install -e ." in text
     for var in WORKER_ENV:
         assert f"{var}=1" in text, var
-    for name in ("scheduler-file.sh", "daskcluster.yaml", "pvc.yaml", "ReadWriteMany"):
+    for name in ("scheduler-file.sh", "daskcluster.yaml", "pvc.yaml", "ReadWriteOnce",
+                 "Workers need no access to the store"):
         assert name in text, name
 
 
@@ -227,14 +228,10 @@ def test_daskcluster_manifest_structure():
     assert {k: env.get(k) for k in WORKER_ENV} == WORKER_ENV
     assert worker["resources"]["limits"]["cpu"] == "1"
 
-    # the store volume: a claim of pvc.yaml, ReadWriteMany, mounted at /data in the workers
-    mounts = {m["name"]: m["mountPath"] for m in worker["volumeMounts"]}
-    assert "/data" in mounts.values()
-    volume = next(v for v in worker_pod["volumes"] if mounts.get(v["name"]) == "/data")
+    # workers never open the store: no volume; the claim is for the pod that runs kngflow
+    assert "volumeMounts" not in worker and "volumes" not in worker_pod
     pvc = _yaml("pvc.yaml")
-    assert pvc["kind"] == "PersistentVolumeClaim"
-    assert volume["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
-    assert "ReadWriteMany" in pvc["spec"]["accessModes"]
+    assert pvc["kind"] == "PersistentVolumeClaim" and pvc["spec"]["accessModes"] == ["ReadWriteOnce"]
 
     scheduler = spec["scheduler"]["spec"]["containers"][0]
     assert _worker_words(scheduler)[:2] == ["dask", "scheduler"]

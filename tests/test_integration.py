@@ -1,7 +1,10 @@
 """Integration: ``kngflow run`` against a real ``dask scheduler`` and real ``dask worker`` processes.
 
 One scheduler and its workers (started with ``--scheduler-file`` on 127.0.0.1, each in its
-own process group) serve the whole module.  The study is small but has many tasks
+own process group) serve the whole module.  The workers run in their own directory and
+cannot touch the client's files (``deny_paths.py``: any access to the tests' stores raises),
+and the client runs in the store's parent directory with a relative ``--store``, so the
+store's path means nothing to a worker.  The study is small but has many tasks
 (``--task-seconds 0.001 --replicate-chunk 1``) and a Metropolis mechanism that makes each
 task last tens of milliseconds, so that a process can be killed while some, but not all,
 cells are done.  Every store is compared with an uninterrupted reference run bit for bit
@@ -46,6 +49,7 @@ LABELS = ("nonprivate", "kng", "kng_mh")
 TOTAL = len(LABELS) * len(N_VALUES) * len(EPSILON) * REPLICATES
 SMALL_TASKS = ("--task-seconds", "0.001", "--replicate-chunk", "1")
 TIMEOUT = 120  # seconds; a hang fails the test instead of blocking the run
+DENY_PATHS = Path(__file__).with_name("deny_paths.py")
 
 
 def spec_text(epsilon=EPSILON, replicates=REPLICATES) -> str:
@@ -67,10 +71,10 @@ def kill_group(proc: subprocess.Popen) -> None:
 class DaskProcesses:
     """A real ``dask scheduler`` and ``dask worker`` processes on 127.0.0.1."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, deny: Path):
         self.root = root
         self.scheduler_file = root / "scheduler.json"
-        self.env = dict(os.environ, **WORKER_ENV)
+        self.env = dict(os.environ, **WORKER_ENV, KNGFLOW_DENY_ROOT=str(deny), KNGFLOW_ALLOW_ROOT=str(root))
         self.env.pop("DASK_SCHEDULER_ADDRESS", None)
         self.workers: dict[str, subprocess.Popen] = {}
         self._count = 0
@@ -91,7 +95,8 @@ class DaskProcesses:
                 raise RuntimeError("dask scheduler did not start:\n" + self.log("scheduler"))
             time.sleep(0.05)
         self.address = json.loads(self.scheduler_file.read_text())["address"]
-        self.client = Client(scheduler_file=str(self.scheduler_file), timeout=60)
+        # not the default scheduler: the tests read stores in this process, out of the workers' reach
+        self.client = Client(scheduler_file=str(self.scheduler_file), timeout=60, set_as_default=False)
 
     def _scheduler_file_ready(self) -> bool:
         try:
@@ -130,7 +135,8 @@ class DaskProcesses:
             self.workers[name] = self._spawn(
                 name,
                 ["dask", "worker", "--nthreads", "1", "--no-dashboard", "--name", name, "--host", "127.0.0.1",
-                 "--local-directory", str(self.root / name), "--scheduler-file", str(self.scheduler_file)],
+                 "--local-directory", str(self.root / name), "--scheduler-file", str(self.scheduler_file),
+                 "--preload", str(DENY_PATHS)],
             )
         self.wait_for_workers(k)
 
@@ -184,7 +190,7 @@ class DaskProcesses:
 
 @pytest.fixture(scope="module")
 def dask_procs(tmp_path_factory):
-    procs = DaskProcesses(tmp_path_factory.mktemp("dask"))
+    procs = DaskProcesses(tmp_path_factory.mktemp("dask"), deny=tmp_path_factory.getbasetemp())
     try:
         procs.start()
         procs.scale(2)
@@ -198,17 +204,22 @@ def write_spec(path: Path, text: str) -> Path:
     return path
 
 
-def run_cli(dask_procs, spec: Path, store: Path, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [*kngflow_command(), "run", str(spec), "--store", str(store),
+def run_command(dask_procs, spec: Path, store: Path, extra) -> dict:
+    """``kngflow run`` in the store's parent directory, the store given by its name only."""
+    cmd = [*kngflow_command(), "run", str(spec), "--store", store.name,
            "--scheduler-file", str(dask_procs.scheduler_file), *extra]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=dask_procs.env)
+    return {"args": cmd, "env": dask_procs.env, "cwd": store.parent}
+
+
+def run_cli(dask_procs, spec: Path, store: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(**run_command(dask_procs, spec, store, extra), capture_output=True, text=True,
+                          timeout=TIMEOUT)
 
 
 def start_cli(dask_procs, spec: Path, store: Path, out: Path, *extra: str) -> subprocess.Popen:
-    cmd = [*kngflow_command(), "run", str(spec), "--store", str(store),
-           "--scheduler-file", str(dask_procs.scheduler_file), *extra]
     with open(out.with_suffix(".out"), "wb") as so, open(out.with_suffix(".err"), "wb") as se:
-        return subprocess.Popen(cmd, stdout=so, stderr=se, env=dask_procs.env, start_new_session=True)
+        return subprocess.Popen(**run_command(dask_procs, spec, store, extra), stdout=so, stderr=se,
+                                start_new_session=True)
 
 
 def interrupt_client(dask_procs, spec: Path, store: Path, out: Path) -> subprocess.Popen:
@@ -293,6 +304,17 @@ def test_run_prints_addresses_progress_and_counts(reference, dask_procs):
     assert f"{TOTAL}/{TOTAL} cells done, 0 failed" in out
     assert re.search(rf"cells: 100%.*{TOTAL}/{TOTAL}", err), err[-2000:]  # the progress bar
     assert "Traceback" not in err
+
+
+def test_workers_cannot_reach_the_store(reference, dask_procs):
+    """The stores of this module are out of the workers' reach, yet every run above completed."""
+    store = str(reference["store"])
+    assert "zarr.json" in os.listdir(store)  # the client reads it
+    seen = dask_procs.client.run(os.listdir, store, on_error="return")
+    assert len(seen) == len(dask_procs.workers)
+    assert all(isinstance(v, PermissionError) and "worker may not access" in str(v) for v in seen.values()), seen
+    assert set(dask_procs.client.run(os.getcwd).values()) == {str(dask_procs.root)}  # not the client's cwd
+    assert os.getcwd() != str(dask_procs.root)
 
 
 def test_status_after_run(reference):

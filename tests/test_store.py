@@ -1,7 +1,7 @@
-"""The zarr store: template, chunk alignment, done flags, resume, refuse/extend specs.
+"""The zarr store: template, the single writer, done flags, resume, refuse/extend specs, plans.
 
 Tasks run in this process (``run_task`` called directly) with the real problem
-and mechanisms; Dask itself is exercised in test_sweep.py and test_integration.py.
+and mechanisms; Dask itself is exercised in test_integration.py.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from conftest import ALL_VARIABLES, EXPONENTIAL, assert_same, tiny_spec
 
 from kngflow import store as st
 from kngflow.mechanisms import MECHANISMS
-from kngflow.sweep import CostModel, SpecMismatch, parse_spec, plan_tasks, prepare_store, run_task
-from kngflow.sweep.engine import mark_task_failed
+from kngflow.sweep import CostModel, SpecMismatch, estimate, iter_tasks, parse_spec, plan_tasks, prepare_store, run_task
+from kngflow.sweep.engine import compute_block, failed_block, timeout_message
 
 def run_all(spec, path, *, cost=None, replicate_chunk=None, limit=None):
     """Prepare the store and run (up to ``limit``) planned tasks in this process."""
-    meta, action = prepare_store(spec, path, replicate_chunk=replicate_chunk, cost=cost)
+    meta, action = prepare_store(spec, path, replicate_chunk=replicate_chunk)
     done, _ = st.read_flags(path)
     tasks = plan_tasks(meta, done, cost=cost)
     summaries = [run_task(str(path), spec.text, meta, t) for t in tasks[:limit]]
@@ -73,23 +73,66 @@ def test_template(tmp_path):
         xr.open_zarr(path).close()
 
 
-def test_regions_are_chunk_aligned(tmp_path):
-    spec = parse_spec(tiny_spec(replicates=7))
+def test_default_chunks_are_compact(tmp_path):
+    # a grid with n = 10^7 no longer forces one replicate per chunk: chunks follow bytes, not tasks
+    spec = parse_spec(tiny_spec(n=(20, 10_000_000), replicates=300))
+    meta, _ = prepare_store(spec, tmp_path / "s.zarr")
+    assert meta.chunks == {"mechanism": 2, "n": 2, "epsilon": 2, "replicate": 300, "coef": 3}
+    from kngflow.sweep.plan import CHUNK_BYTES, default_chunks
+
+    big = default_chunks({"mechanism": 3, "n": 2, "epsilon": 5, "replicate": 10**6}, 4)
+    assert big["n"] == 1 and big["replicate"] * 3 * 5 * 4 * 8 <= CHUNK_BYTES < (big["replicate"] + 1) * 3 * 5 * 4 * 8
+
+
+def test_tasks_cover_each_missing_cell_once(tmp_path):
+    spec = parse_spec(tiny_spec(replicates=9))
     path = tmp_path / "s.zarr"
-    meta, _ = prepare_store(spec, path, replicate_chunk=3)
-    done, _ = st.read_flags(path)
-    for per_task in (1e-9, 0.05, 1e9):
-        tasks = plan_tasks(meta, done, cost=CostModel(task_seconds=per_task))
+    meta, _ = prepare_store(spec, path, replicate_chunk=4)
+    done = np.zeros((2, 2, 2, 9), np.int8)
+    done[:, :, :, 2:4] = 1  # complete replicates: skipped
+    done[1, 0, 1, 6] = 1  # a partial replicate: computed except that cell
+    for per_task, ramp in ((1e-9, 0), (0.002, 0), (1e9, 0), (0.33, 3), (1e9, 2)):
+        cost = CostModel(task_seconds=per_task)
+        it = iter_tasks(meta, done, cost=cost, ramp=ramp)
+        assert iter(it) is it  # a generator: nothing materialised up front
         covered = np.zeros_like(done)
+        tasks = list(it)
         for t in tasks:
-            st.check_aligned(meta, t.region_slices())
-            covered[tuple(t.region_slices()[d] for d in st.CELL_DIMS)] += 1
-        assert (covered == 1).all()  # every cell in exactly one task
-    with pytest.raises(AssertionError, match="chunk boundary"):
-        st.check_aligned(meta, {"replicate": slice(1, 3)})
-    with pytest.raises(AssertionError, match="chunk boundary"):
-        st.write_region(path, meta, {"replicate": slice(0, 2)}, {"error": np.zeros((2, 2, 2, 2))}, None)
-    st.check_aligned(meta, {"replicate": slice(6, 7)})  # the short last chunk is whole
+            assert np.array_equal(t.replicates, meta.coords["replicate"][t.start : t.stop])
+            need = np.ones((2, 2, t.stop - t.start), bool) if t.need is None else t.need
+            covered[:, t.n_index, :, t.start : t.stop] += need
+            assert t.missing == need.sum()
+        assert np.array_equal(covered, 1 - done)  # every missing cell in exactly one task
+        assert [t.n for t in tasks] == sorted((t.n for t in tasks), reverse=True)  # largest n first
+        per = cost.replicates_per_task(50, spec.labels, 2)
+        sizes = [t.stop - t.start for t in tasks]
+        assert max(sizes[:ramp], default=1) <= max(1, per // 16) and max(sizes) <= per  # short tasks first
+        if ramp:
+            continue
+        est = estimate(spec, cost, progress={20: (int(done[:, 0].sum()), 2), 50: (int(done[:, 1].sum()), 2)})
+        assert est.to_compute == int((1 - done).sum())
+        # the estimate ignores that done replicates split a run of tasks (one gap per n here)
+        assert est.tasks <= len(tasks) <= est.tasks + 2 and (per_task > 1e-9 or est.tasks == len(tasks))
+    assert len(plan_tasks(meta, done, cost=CostModel(task_seconds=1e-9))) == 2 * 7  # one replicate per task
+
+
+def test_plan_estimate_and_limits():
+    spec = parse_spec(tiny_spec(n=(20, 1000), replicates=10))
+    cost = CostModel(per_row=1e-6, per_data=0.0, per_release={"nonprivate": ((20, 1e-3), (1000, 1e-3)),
+                                                               "kng": ((10, 0.1), (1000, 0.01))})
+    assert cost.release("kng", 5) == 0.1 and cost.release("kng", 5000) == 0.01 and cost.release("x", 5) == 0.01
+    assert abs(cost.release("kng", 100) - 0.055) < 1e-12  # halfway in log n
+    est = estimate(spec, cost)
+    assert est.cells == est.to_compute == 2 * 2 * 2 * 10
+    want = sum(10 * (n * 1e-6 + 2 * (1e-3 + cost.release("kng", n))) for n in (20, 1000))
+    assert abs(est.compute_seconds - want) < 1e-9
+    assert est.too_big() is None
+    assert "core-hours" in est.too_big(max_core_hours=want / 3600 / 2)
+    lines = est.lines(workers=2)
+    assert lines[0].startswith("plan: 80 cells, 80 to compute in ") and "on 2 workers" in lines[1]
+    # a 10^8-cell grid is estimated in closed form (nothing per cell)
+    huge = parse_spec(tiny_spec(n=(20, 50), replicates=12_500_000))
+    assert estimate(huge, cost).cells == 10**8
 
 
 def test_run_task_writes_results_then_done(tmp_path):
@@ -123,8 +166,13 @@ def test_resume_computes_only_missing(tmp_path):
     done, _ = st.read_flags(path)
     n_done = int(done.sum())
     assert 0 < n_done < done.size
-    # a task that died after writing results but before done: results without flags
-    st.write_region(path, meta, tasks[5].region_slices(), {"error": np.full((2, 1, 2, 1), 123.0)}, None)
+    # a flush interrupted after the results but before the done flags: results without flags
+    labels, eps = list(meta.coords["mechanism"]), list(meta.coords["epsilon"])
+    block = compute_block(spec.text, labels, eps, tasks[5])
+    block.cells["done"][:] = 0
+    block.cells["error"][:] = 123.0
+    st.write_blocks(path, [block])
+    assert int(st.read_flags(path)[0].sum()) == n_done
     meta, action, left, summaries = run_all(spec, path, cost=cost)
     assert action == "resumed"
     assert len(left) == len(tasks) - 5
@@ -207,10 +255,17 @@ def test_failures_are_recorded_and_retried(tmp_path, monkeypatch):
     text = status_text(path)
     assert "synthetic failure" in text and "failed" in text
 
-    # a whole task failing (after Dask's retries) marks its missing cells
-    t = [t for t in plan_tasks(meta, done)][0]
-    recs = mark_task_failed(str(path), meta, t, "task failed after 2 retries: KilledWorker: boom")
-    assert len(recs) == bad.size
+    # a whole task failing (after Dask's retries) marks its missing cells, and only those
+    t = plan_tasks(meta, done)[0]
+    labels, eps = list(meta.coords["mechanism"]), list(meta.coords["epsilon"])
+    block = failed_block(labels, eps, 3, t, "task failed after 2 retries: KilledWorker: boom")
+    assert len(block.failures) == t.missing == bad.size
+    st.write_blocks(path, [block])
+    assert np.array_equal(st.read_flags(path)[1], failed) and np.array_equal(st.read_flags(path)[0], done)
+    # a task past its time limit: every cell not computed is failed with the reason
+    timed = compute_block(spec.text, labels, eps, t, timeout=0.0)
+    assert timed.cells["failed"][t.need].all() and not timed.cells["done"].any()
+    assert {r["message"] for r in timed.failures} == {timeout_message(0.0)}
 
     monkeypatch.setattr(kng, "release", original)
     run_all(spec, path)

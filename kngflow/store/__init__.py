@@ -1,17 +1,17 @@
-"""Chunked xarray/zarr result stores: template, chunk-aligned region writes, done flags, resume.
+"""Chunked xarray/zarr result stores: template, one writer of compact chunks, done flags, resume.
 
 This layer imports only xarray and zarr (and dask.array for the lazy template);
-it knows nothing about mechanisms. See :mod:`kngflow.store.zarrstore`.
+it knows nothing about mechanisms. See :mod:`kngflow.store.zarrstore` and
+:mod:`kngflow.store.writer`.
 """
 
+from .writer import Block, StoreWriter, empty_cells, write_blocks
 from .zarrstore import (
     CELL_DIMS,
     VARIABLES,
     StoreError,
     StoreMeta,
-    check_aligned,
     check_data_variables,
-    clear_failures,
     consolidate,
     create_store,
     data_variable_names,
@@ -23,20 +23,20 @@ from .zarrstore import (
     read_region,
     update_attrs,
     write_failures,
-    write_region,
 )
 
 __all__ = [
+    "Block",
     "CELL_DIMS",
     "VARIABLES",
     "StoreError",
     "StoreMeta",
-    "check_aligned",
+    "StoreWriter",
     "check_data_variables",
-    "clear_failures",
     "consolidate",
     "create_store",
     "data_variable_names",
+    "empty_cells",
     "extend_store",
     "open_dataset",
     "read_failures",
@@ -44,6 +44,6 @@ __all__ = [
     "read_meta",
     "read_region",
     "update_attrs",
+    "write_blocks",
     "write_failures",
-    "write_region",
 ]

@@ -3,21 +3,20 @@
 Layout (``docs/contracts.md``)::
 
     dims       mechanism × n × epsilon × replicate (× coef)
-    chunks     mechanism: all labels known at creation, n: 1,
-               epsilon: all values known at creation, replicate: ``replicate_chunk``,
-               coef: d
+    chunks     mechanism and epsilon: all labels/values known at creation,
+               replicate (then n): as many as fit a few MB of ``estimate``
 
-so a chunk holds every mechanism and ε of a block of replicates of one n: the
-unit of work of one task (one simulated data set per replicate serves all of
-them).  A task owns whole chunks and writes them with ``to_zarr(region=...)``
-(:func:`write_region` asserts the alignment: a partial-chunk write races with the
-writer of the other part of that chunk).  It writes its results first and its
-``done`` flags second, so a crash in between only costs a recomputation.
-Resume reads ``done`` (and ``failed``), never counts chunk files — zarr 3 does
-not write chunks equal to the fill value.
+The chunks are large and compact: one process (the client's
+:class:`~kngflow.store.writer.StoreWriter`) writes every result, so chunks need
+not match the units of work and a region may cover parts of chunks (a single
+writer's read-modify-write loses nothing).  Results are written before their
+``done`` flags, so a crash in between only costs a recomputation.  Resume reads
+``done`` (and ``failed``), never counts chunk files — zarr 3 does not write
+chunks equal to the fill value.  Stores made with any chunking (one replicate
+per chunk included) open, resume and extend the same way.
 
 The store never knows about mechanisms or Dask; :mod:`kngflow.sweep` drives it.
-Failure messages live in zarr groups ``_kngflow/failures/<task>`` (attributes),
+Failure messages live in zarr groups ``_kngflow/failures/<flush>`` (attributes),
 so the directory stays a valid zarr hierarchy and ``xr.open_zarr`` ignores them.
 """
 
@@ -33,7 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import xarray as xr
 import zarr
 
 __all__ = [
@@ -48,10 +46,7 @@ __all__ = [
     "extend_store",
     "read_flags",
     "read_region",
-    "write_region",
-    "check_aligned",
     "write_failures",
-    "clear_failures",
     "read_failures",
     "consolidate",
     "open_dataset",
@@ -113,6 +108,8 @@ def _group(path, mode="r"):
 
 def open_dataset(path) -> xr.Dataset:
     """``xr.open_zarr`` of the store without relying on consolidated metadata."""
+    import xarray as xr  # here, not at the top: `kngflow status` needs zarr only
+
     with _quiet():
         return xr.open_zarr(str(path), consolidated=False)
 
@@ -122,13 +119,16 @@ def create_store(
     path,
     *,
     coords: dict,
-    replicate_chunk: int,
+    chunks: dict,
     theta_star,
     attrs: dict,
     variable_attrs: dict | None = None,
     data_variables: dict | None = None,
 ) -> StoreMeta:
     """Write the lazy template of a new store (no data chunks) and return its meta.
+
+    ``chunks`` gives the chunk length along ``mechanism``, ``n``, ``epsilon`` and
+    ``replicate`` (missing dims: the whole axis; lengths are capped at the axis).
 
     ``data_variables`` maps the names of per-data-set variables to ``(dims, dtype,
     fill)`` with ``dims`` starting with ``("n", "replicate")`` (the problem's
@@ -139,22 +139,19 @@ def create_store(
     template behind.  Float variables get ``fill_value`` NaN explicitly.
     """
     import dask.array as da
+    import xarray as xr
 
     path = Path(path)
     if path.exists():
         raise StoreError(f"{path} already exists")
     c = {dim: np.asarray(coords[dim], dtype=COORD_DTYPES[dim]) for dim in CELL_DIMS + ("coef",)}
     sizes = {k: len(v) for k, v in c.items()}
-    rchunk = int(replicate_chunk)
-    if not 1 <= rchunk:
-        raise ValueError(f"replicate_chunk must be >= 1, got {replicate_chunk}")
-    chunks = {
-        "mechanism": sizes["mechanism"],
-        "n": 1,
-        "epsilon": sizes["epsilon"],
-        "replicate": min(rchunk, sizes["replicate"]),
-        "coef": sizes["coef"],
-    }
+    chunks = {d: int(chunks.get(d, sizes[d])) for d in CELL_DIMS}
+    for d, k in chunks.items():
+        if k < 1:
+            raise ValueError(f"chunk length along {d} must be >= 1, got {k}")
+    chunks = {d: min(k, max(1, sizes[d])) for d, k in chunks.items()}
+    chunks["coef"] = sizes["coef"]
     data_vars = {}
     encoding = {}
     variable_attrs = variable_attrs or {}
@@ -257,13 +254,6 @@ def read_flags(path) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(g["done"][...]), np.asarray(g["failed"][...])
 
 
-def _full_region(meta: StoreMeta, region: dict, dims) -> tuple[slice, ...]:
-    out = []
-    for d in dims:
-        out.append(region.get(d, slice(0, len(meta.coords[d]))))
-    return tuple(out)
-
-
 def read_region(path, region: dict, variables) -> dict:
     """Read ``variables`` (numpy) over ``region`` (dim -> slice)."""
     g = _group(path)
@@ -276,53 +266,6 @@ def read_region(path, region: dict, variables) -> dict:
         sel = tuple(region.get(d, slice(None)) for d in dims)
         out[name] = np.asarray(arr[sel])
     return out
-
-
-# --------------------------------------------------------------------------- write
-def check_aligned(meta: StoreMeta, region: dict) -> None:
-    """Assert that ``region`` covers whole chunks (the last chunk may be short).
-
-    Two writers sharing a chunk would each read-modify-write it and one would
-    lose the other's cells.
-    """
-    for dim, sl in region.items():
-        size = len(meta.coords[dim])
-        chunk = meta.chunks[dim]
-        start, stop = sl.start, sl.stop
-        assert 0 <= start < stop <= size, f"region {dim}={sl} outside 0..{size}"
-        assert start % chunk == 0, f"region {dim}={sl} does not start on a chunk boundary (chunk {chunk})"
-        assert stop % chunk == 0 or stop == size, f"region {dim}={sl} does not end on a chunk boundary (chunk {chunk})"
-
-
-def _to_zarr_region(path, arrays: dict, region: dict) -> None:
-    g = _group(path)
-    data_vars = {}
-    used = set()
-    for name, values in arrays.items():
-        arr = g[name]
-        dims = tuple(arr.metadata.dimension_names)
-        data_vars[name] = (dims, np.asarray(values, dtype=arr.dtype))
-        used.update(dims)
-    ds = xr.Dataset(data_vars)
-    reg = {d: s for d, s in region.items() if d in used}
-    with _quiet():
-        ds.to_zarr(str(path), region=reg, mode="r+", consolidated=False)
-
-
-def write_region(path, meta: StoreMeta, region: dict, results: dict, done: np.ndarray | None) -> None:
-    """Write ``results`` over ``region``, then the ``done`` flags.
-
-    ``region`` maps each of ``mechanism, n, epsilon, replicate`` to a slice that
-    must be chunk-aligned (:func:`check_aligned`); ``results`` maps variable
-    names to arrays shaped like the region (per-data-set variables over
-    ``n, replicate`` only).  Results go first: ``done`` is only set once the
-    values it vouches for are on disk.
-    """
-    check_aligned(meta, region)
-    if results:
-        _to_zarr_region(path, results, region)
-    if done is not None:
-        _to_zarr_region(path, {"done": done}, region)
 
 
 # --------------------------------------------------------------------------- extend
@@ -368,17 +311,11 @@ def update_attrs(path, attrs: dict) -> None:
 
 # --------------------------------------------------------------------------- failures
 def write_failures(path, key: str, records: list[dict]) -> None:
-    """Record the failures of task ``key`` (a list of JSON-able dicts with cell and message)."""
+    """Record failures under ``key`` (a list of JSON-able dicts with cell and message)."""
     with _quiet():
         zarr.create_group(
             store=str(path), path=f"{FAILURES_GROUP}/{key}", overwrite=True, attributes={"failures": records}
         )
-
-
-def clear_failures(path, key: str) -> None:
-    p = Path(path) / FAILURES_GROUP / key
-    if p.exists():
-        shutil.rmtree(p, ignore_errors=True)
 
 
 def read_failures(path) -> list[dict]:

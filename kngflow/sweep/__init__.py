@@ -1,4 +1,4 @@
-"""Study sweeps: TOML spec -> validated grid -> stable seeds -> chunk-aligned tasks -> Dask.
+"""Study sweeps: TOML spec -> validated grid -> stable seeds -> tasks -> Dask -> one store writer.
 
 This is the only layer that imports dask (lazily, inside the functions that need it).
 The names below are loaded on first use, so that reading a spec
@@ -8,8 +8,8 @@ The names below are loaded on first use, so that reading a spec
 import importlib
 
 _EXPORTS = {
-    "engine": ("RunResult", "SpecMismatch", "prepare_store", "run_sweep", "run_task"),
-    "plan": ("CostModel", "Task", "default_replicate_chunk", "plan_tasks"),
+    "engine": ("RunResult", "SpecMismatch", "compute_block", "prepare_store", "run_sweep", "run_task"),
+    "plan": ("CostModel", "Estimate", "Task", "calibrate", "default_chunks", "estimate", "iter_tasks", "plan_tasks"),
     "seeds": ("data_rng", "data_seed", "release_rng", "release_seed", "stable_key"),
     "spec": ("MechanismSpec", "Spec", "SpecError", "load_spec", "parse_spec"),
 }

@@ -529,6 +529,8 @@ def local_cluster(
     if log_file is not None:
         env[LOG_FILE_ENV] = str(Path(log_file).resolve())
     preload = list(kwargs.pop("preload", None) or []) + ["kngflow.sweep.worker_preload"]
+    if dashboard_address is None:  # the scheduler's HTTP server (health, metrics) still starts: on a free port
+        kwargs["scheduler_kwargs"] = {"dashboard_address": "127.0.0.1:0", **(kwargs.get("scheduler_kwargs") or {})}
     with dask.config.set({"distributed.nanny.pre-spawn-environ": env}):
         return LocalCluster(
             n_workers=n,

@@ -1,10 +1,13 @@
 """Run a study on Dask: prepare the store, plan tasks, submit them with bounded concurrency.
 
-The client (:func:`run_sweep`) never touches result values: every task computes
-its cells on a worker and writes its own chunk-aligned region of the store
-(:func:`run_task`), then returns a small summary.  At most ``max_in_flight``
-futures exist at a time (``distributed.as_completed``, topped up as tasks
-finish), so a study of millions of cells never becomes one giant graph.
+Workers never open the store.  A task (:func:`compute_block`, on a worker)
+computes the missing cells of a block of replicates of one n and returns them as
+a :class:`~kngflow.store.Block` of numpy arrays; the client (:func:`run_sweep`)
+hands each block to one :class:`~kngflow.store.StoreWriter`, which writes large,
+compact chunks from a background thread, results before ``done`` flags.  Tasks
+come lazily from :func:`~kngflow.sweep.plan.iter_tasks` and at most
+``max_in_flight`` futures exist at a time (``distributed.as_completed``, topped
+up as tasks finish), so the client's memory does not grow with the grid.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import json
 import platform
 import time
 import traceback
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,10 +26,21 @@ import numpy as np
 from kngflow import store as st
 
 from . import seeds
-from .plan import CostModel, Task, default_replicate_chunk, plan_tasks
+from .plan import CostModel, Task, count_tasks, default_chunks, default_task_timeout, estimate, iter_tasks
 from .spec import Spec, parse_spec
 
-__all__ = ["check_store", "prepare_store", "run_task", "run_sweep", "RunResult", "store_attrs", "SpecMismatch"]
+__all__ = [
+    "check_store",
+    "prepare_store",
+    "compute_block",
+    "run_task",
+    "mark_task_failed",
+    "run_sweep",
+    "RunResult",
+    "store_attrs",
+    "store_progress",
+    "SpecMismatch",
+]
 
 #: Fallback when kngflow.samplers is not importable (the contract's codes).
 _DEFAULT_CODES = {"none": 0, "exact": 1, "gibbs": 2, "metropolis": 3}
@@ -161,10 +176,12 @@ def check_store(spec: Spec, path) -> str:
     return _inspect(spec, Path(path))[0]
 
 
-def prepare_store(spec: Spec, path, *, replicate_chunk: int | None = None, cost: CostModel | None = None):
+def prepare_store(spec: Spec, path, *, replicate_chunk: int | None = None):
     """Create the store for ``spec``, or check (and if needed extend) an existing one.
 
-    Returns ``(meta, action)`` with action ``"created"``, ``"resumed"`` or
+    A new store gets :func:`~kngflow.sweep.plan.default_chunks` (a few MB of
+    ``estimate`` per chunk, whatever the tasks); ``replicate_chunk`` forces the
+    replicate chunk length (and one n per chunk).  Returns ``(meta, action)`` with action ``"created"``, ``"resumed"`` or
     ``"extended"``.  Raises :class:`SpecMismatch` when the store holds another
     study (anything but added n, ε, mechanisms or replicates).
     """
@@ -174,9 +191,11 @@ def prepare_store(spec: Spec, path, *, replicate_chunk: int | None = None, cost:
         return meta, "resumed"
     if action == "create":
         problem = spec.problem()
-        rchunk = replicate_chunk or default_replicate_chunk(
-            spec.n, len(spec.replicates), len(spec.mechanisms) * len(spec.epsilon), cost
-        )
+        sizes = {"mechanism": len(spec.labels), "n": len(spec.n), "epsilon": len(spec.epsilon),
+                 "replicate": len(spec.replicates)}
+        chunks = default_chunks(sizes, int(problem.d))
+        if replicate_chunk is not None:
+            chunks.update(replicate=int(replicate_chunk), n=1)
         meta = st.create_store(
             path,
             coords={
@@ -186,7 +205,7 @@ def prepare_store(spec: Spec, path, *, replicate_chunk: int | None = None, cost:
                 "replicate": list(spec.replicates),
                 "coef": list(range(problem.d)),
             },
-            replicate_chunk=rchunk,
+            chunks=chunks,
             theta_star=problem.theta_star,
             attrs=store_attrs(spec),
             variable_attrs=_variable_attrs(problem),
@@ -218,120 +237,143 @@ def _message(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}{where}"
 
 
-def run_task(store_path: str, spec_text: str, meta, task: Task) -> dict:
-    """Compute the missing cells of ``task`` and write its whole region (on a worker).
+def _record(label: str, n: int, eps: float, rep: int, message: str) -> dict:
+    return {"mechanism": str(label), "n": int(n), "epsilon": float(eps), "replicate": int(rep), "message": message}
 
-    Cells already done in the region are read back and rewritten unchanged, so
-    the task can write whole chunks.  An exception in one release (or in the
-    simulation of one replicate) marks those cells failed with the message and
-    the task goes on; anything else (I/O, a killed worker) propagates so that
+
+def timeout_message(seconds: float) -> str:
+    return f"task timeout: the task exceeded --task-timeout {seconds:g} s; cell not computed"
+
+
+def compute_block(spec_text: str, labels, epsilons, task: Task, timeout: float | None = None) -> st.Block:
+    """Compute the missing cells of ``task`` (on a worker; the store is never opened).
+
+    ``labels`` and ``epsilons`` are the store's mechanism and ε coordinates (their
+    order is the store's).  Each replicate's data are simulated once and serve
+    every (mechanism, ε); every stream comes from :mod:`kngflow.sweep.seeds`, so
+    the values do not depend on the task's extent or on where it runs.  An
+    exception in one release (or in the simulation of one replicate) marks those
+    cells failed with its message and the task goes on.  Once ``timeout``
+    seconds have passed, the cells not yet computed are marked failed with
+    :func:`timeout_message`.  Anything else (a killed worker) propagates so that
     Dask retries the task.
     """
     t_start = time.perf_counter()
     spec, problem, mechanisms, codes = _context(spec_text)
-    region = task.region_slices()
-    flags = st.read_region(store_path, region, ["done"])
-    done = flags["done"].astype(np.int8)
-    summary = {"key": task.key, "n": task.n, "computed": 0, "done": 0, "failed": 0, "failures": []}
-    if done.all():
-        summary["seconds"] = time.perf_counter() - t_start
-        return summary
-    M, E, R = len(task.labels), len(task.epsilons), len(task.replicates)
+    M, E, R = len(labels), len(epsilons), task.stop - task.start
     d = int(problem.d)
-    data_vars = _data_variables(problem) if task.data_summary else {}
-    declared = {**{v: st.VARIABLES[v] for v in st.VARIABLES if v != "done"}, **data_vars}
-    names = list(declared)
-    if done.any():
-        res = st.read_region(store_path, region, names)
-    else:
-        res = {}
-        for v in names:
-            dims, dtype, fill = declared[v]
-            shape = tuple({"mechanism": M, "n": 1, "epsilon": E, "replicate": R, "coef": d}[x] for x in dims)
-            res[v] = np.full(shape, fill, dtype=dtype)
+    need = np.ones((M, E, R), dtype=bool) if task.need is None else task.need
+    cells = st.empty_cells((M, E, R), d)
+    data_vars = _data_variables(problem)
+    data = {v: np.full((R,) + ((d,) if "coef" in dims else ()), fill, dtype=dtype)
+            for v, (dims, dtype, fill) in data_vars.items()}
+    simulated = np.zeros(R, dtype=bool)
+    est, err, sec, acc, steps, samp, done, failed = (
+        cells[k] for k in ("estimate", "error", "seconds", "acceptance", "steps", "sampler", "done", "failed")
+    )
+    mechs = [mechanisms[str(lab)] for lab in labels]
     failures = []
-    for j, rep in enumerate(task.replicates):
-        need = done[:, 0, :, j] == 0
-        if not need.any():
+    late = None
+    for j in range(R):
+        rep = int(task.replicates[j])
+        todo = need[:, :, j]
+        if not todo.any():
             continue
-        try:
-            stats = problem.simulate(task.n, seeds.data_rng(spec.seed, spec.problem_name, task.n, rep))
-            if task.data_summary:
-                summ = problem.data_summary(stats)
-                for v in data_vars:
-                    res[v][0, j] = summ[v]
-        except Exception as exc:  # noqa: BLE001 - recorded per cell
-            msg = "simulate: " + _message(exc)
-            for a in range(M):
-                for b in range(E):
-                    if need[a, b]:
-                        res["failed"][a, 0, b, j] = 1
-                        failures.append(_record(task, a, b, j, msg))
-            continue
-        for a, label in enumerate(task.labels):
-            mech = mechanisms[label]
-            for b, eps in enumerate(task.epsilons):
-                if not need[a, b]:
+        if timeout is not None and time.perf_counter() - t_start > timeout:
+            late = timeout_message(timeout)
+        if late is None:
+            try:
+                stats = problem.simulate(task.n, seeds.data_rng(spec.seed, spec.problem_name, task.n, rep))
+                for v, value in problem.data_summary(stats).items():
+                    data[v][j] = value
+                simulated[j] = True
+            except Exception as exc:  # noqa: BLE001 - recorded per cell
+                stats, reason = None, "simulate: " + _message(exc)
+        for a in range(M):
+            for b in range(E):
+                if not todo[a, b]:
                     continue
+                if late is None and timeout is not None and time.perf_counter() - t_start > timeout:
+                    late = timeout_message(timeout)
+                if late is not None or stats is None:
+                    failed[a, b, j] = 1
+                    failures.append(_record(labels[a], task.n, epsilons[b], rep, late or reason))
+                    continue
+                label, eps = labels[a], epsilons[b]
                 rng = seeds.release_rng(spec.seed, spec.problem_name, task.n, rep, label, eps)
                 try:
                     t0 = time.perf_counter()
-                    rel = mech.release(stats, epsilon=eps, rng=rng)
+                    rel = mechs[a].release(stats, epsilon=eps, rng=rng)
                     dt = time.perf_counter() - t0
-                    est = np.asarray(rel.estimate, dtype=np.float64)
-                    if est.shape != (d,):
-                        raise ValueError(f"estimate has shape {est.shape}, expected ({d},)")
+                    e = np.asarray(rel.estimate, dtype=np.float64)
+                    if e.shape != (d,):
+                        raise ValueError(f"estimate has shape {e.shape}, expected ({d},)")
                     info = rel.info
-                    err = float(problem.error(est))
-                    sampler = codes[info.get("sampler", "none")]
+                    er = float(problem.error(e))
+                    code = codes[info.get("sampler", "none")]
                 except Exception as exc:  # noqa: BLE001 - recorded per cell
-                    res["failed"][a, 0, b, j] = 1
-                    failures.append(_record(task, a, b, j, _message(exc)))
+                    failed[a, b, j] = 1
+                    failures.append(_record(label, task.n, eps, rep, _message(exc)))
                     continue
-                res["estimate"][a, 0, b, j, :] = est
-                res["error"][a, 0, b, j] = err
-                res["seconds"][a, 0, b, j] = dt
-                res["acceptance"][a, 0, b, j] = float(info.get("acceptance", np.nan))
-                res["steps"][a, 0, b, j] = float(info.get("steps", np.nan))
-                res["sampler"][a, 0, b, j] = sampler
-                res["failed"][a, 0, b, j] = 0
-                done[a, 0, b, j] = 1
-                summary["done"] += 1
-        summary["computed"] += int(need.sum())
-    # results first, then the done flags (kngflow.store.write_region)
-    st.write_region(store_path, meta, region, res, done)
-    if failures:
-        st.write_failures(store_path, task.key, failures)
-    else:
-        st.clear_failures(store_path, task.key)
-    summary["failed"] = len(failures)
-    summary["failures"] = failures[:20]
-    summary["seconds"] = time.perf_counter() - t_start
-    return summary
+                est[a, b, j] = e
+                err[a, b, j] = er
+                sec[a, b, j] = dt
+                acc[a, b, j] = info.get("acceptance", np.nan)
+                steps[a, b, j] = info.get("steps", np.nan)
+                samp[a, b, j] = code
+                done[a, b, j] = 1
+    return st.Block(
+        n_index=task.n_index,
+        start=task.start,
+        stop=task.stop,
+        cells=cells,
+        mask=task.need,
+        data=data,
+        data_mask=None if simulated.all() else simulated,
+        failures=failures,
+    )
 
 
-def _record(task: Task, a: int, b: int, j: int, message: str) -> dict:
+def failed_block(labels, epsilons, d: int, task: Task, message: str) -> st.Block:
+    """Client side: a task that did not return marks its missing cells failed with ``message``."""
+    M, E, R = len(labels), len(epsilons), task.stop - task.start
+    cells = st.empty_cells((M, E, R), d)
+    need = np.ones((M, E, R), dtype=bool) if task.need is None else task.need
+    cells["failed"][need] = 1
+    records = [
+        _record(labels[a], task.n, epsilons[b], task.replicates[j], message) for a, b, j in zip(*np.nonzero(need))
+    ]
+    return st.Block(task.n_index, task.start, task.stop, cells, mask=task.need, failures=records)
+
+
+def _store_axes(meta):
+    return [str(x) for x in meta.coords["mechanism"]], [float(x) for x in meta.coords["epsilon"]]
+
+
+def mark_task_failed(store_path, meta, task: Task, message: str) -> list[dict]:
+    """Flag the missing cells of ``task`` failed with ``message`` in the store (without Dask)."""
+    labels, epsilons = _store_axes(meta)
+    block = failed_block(labels, epsilons, len(meta.coords["coef"]), task, message)
+    st.write_blocks(store_path, [block])
+    return block.failures
+
+
+def run_task(store_path, spec_text: str, meta, task: Task, timeout: float | None = None) -> dict:
+    """Compute ``task`` in this process and write it (what a run does, without Dask)."""
+    labels, epsilons = _store_axes(meta)
+    block = compute_block(spec_text, labels, epsilons, task, timeout)
+    st.write_blocks(store_path, [block])
+    return _summary(block)
+
+
+def _summary(block: st.Block) -> dict:
+    mask = block.mask if block.mask is not None else np.ones(block.cells["done"].shape, bool)
     return {
-        "mechanism": task.labels[a],
-        "n": int(task.n),
-        "epsilon": float(task.epsilons[b]),
-        "replicate": int(task.replicates[j]),
-        "message": message,
+        "computed": int(np.count_nonzero(mask)),
+        "done": int(np.count_nonzero(block.cells["done"][mask])),
+        "failed": int(np.count_nonzero(block.cells["failed"][mask])),
+        "failures": block.failures[:20],
     }
-
-
-def mark_task_failed(store_path: str, meta, task: Task, message: str) -> list[dict]:
-    """Client side: a task failed after its retries; flag its missing cells failed."""
-    region = task.region_slices()
-    cur = st.read_region(store_path, region, ["done", "failed"])
-    done, failed = cur["done"], cur["failed"].copy()
-    failed[done == 0] = 1
-    st.write_region(store_path, meta, region, {"failed": failed}, None)
-    records = []
-    for a, b, j in zip(*np.nonzero(done[:, 0, :, :] == 0)):
-        records.append(_record(task, a, b, j, message))
-    st.write_failures(store_path, task.key, records)
-    return records
 
 
 # --------------------------------------------------------------------------- client side
@@ -339,10 +381,7 @@ def mark_task_failed(store_path: str, meta, task: Task, message: str) -> list[di
 class RunResult:
     """What a run did: counts over the whole store after the run, and its failures.
 
-    ``computed`` counts the cells that this run's tasks released (cells already
-    done in a task's region are skipped, not recomputed); ``done - done_before``
-    can be larger when another process wrote cells meanwhile (a task of a killed
-    client finishing on a worker).
+    ``computed`` counts the cells that this run's tasks released.
     """
 
     action: str
@@ -360,6 +399,23 @@ class RunResult:
         return self.failed == 0 and self.done == self.total
 
 
+def _progress(meta, done: np.ndarray, spec: Spec) -> dict:
+    """``{n: (cells done, replicates complete)}`` of a store for :func:`~kngflow.sweep.plan.estimate`."""
+    full = set(spec.labels) <= set(meta.coords["mechanism"]) and set(spec.epsilon) <= set(meta.coords["epsilon"])
+    out = {}
+    for i, n in enumerate(meta.coords["n"]):
+        block = done[:, i] != 0
+        out[int(n)] = (int(np.count_nonzero(block)), int(np.count_nonzero(block.all(axis=(0, 1)))) if full else 0)
+    return out
+
+
+def store_progress(spec: Spec, path) -> dict | None:
+    """What the store at ``path`` already holds of ``spec`` (None: no store yet; reads flags only)."""
+    if check_store(spec, path) == "create":
+        return None
+    return _progress(st.read_meta(path), st.read_flags(path)[0], spec)
+
+
 def run_sweep(
     spec: Spec,
     store_path,
@@ -369,6 +425,8 @@ def run_sweep(
     cost: CostModel | None = None,
     max_in_flight: int | None = None,
     retries: int = 2,
+    task_timeout: float | None = None,
+    flush_seconds: float = 2.0,
     progress: bool = True,
     log=print,
     prepared=None,
@@ -377,92 +435,122 @@ def run_sweep(
 
     Re-running with the same spec resumes: only cells whose ``done`` flag is 0
     are computed (failed cells are retried).  Results do not depend on the
-    number of workers, the batching or the order of completion.  ``prepared``
-    is the result of :func:`prepare_store` when the caller already called it.
+    number of workers, the batching or the order of completion.  The workers
+    only need ``import kngflow``: they never see ``store_path``.
+
+    ``task_timeout`` (seconds; default :func:`default_task_timeout`) bounds a
+    task: a worker stops computing a task past it, and the client cancels a
+    task that has not returned ``2 × task_timeout + 10`` s after its submission
+    (a task may wait for one other task before it starts; a kernel that never
+    returns cannot be interrupted inside the worker).  Either way its cells are
+    marked failed with the reason.  ``flush_seconds`` is the longest a finished
+    block waits in the client before it is written.  ``prepared`` is the result
+    of :func:`prepare_store` when the caller already called it.
     """
-    from distributed import as_completed
+    from distributed import wait
 
     t0 = time.perf_counter()
     cost = cost or CostModel()
     store_path = str(Path(store_path).resolve())
     if prepared is None:
-        prepared = prepare_store(spec, store_path, replicate_chunk=replicate_chunk, cost=cost)
+        prepared = prepare_store(spec, store_path, replicate_chunk=replicate_chunk)
     meta, action = prepared
+    labels, epsilons = _store_axes(meta)
+    d = len(meta.coords["coef"])
     done, _failed = st.read_flags(store_path)
     total = int(done.size)
     done_before = int(np.count_nonzero(done))
-    tasks = plan_tasks(meta, done, cost=cost, key_prefix=store_path + spec.hash)
+    if task_timeout is None:
+        task_timeout = default_task_timeout(estimate(spec, cost, progress=_progress(meta, done, spec)))
+    nthreads = sum(client.nthreads().values()) or 1
+    tasks = iter_tasks(meta, done, cost=cost, key_prefix=f"{store_path}{spec.hash}{uuid.uuid4().hex}", ramp=nthreads)
     if log:
         log(
-            f"store {store_path}: {action}; {done_before}/{total} cells done, "
-            f"{total - done_before} to compute in {len(tasks)} tasks "
-            f"(chunks: replicate={meta.chunks['replicate']}, mechanism={meta.chunks['mechanism']}, "
-            f"epsilon={meta.chunks['epsilon']}, n=1)"
+            f"store {store_path}: {action}; {done_before}/{total} cells done, {total - done_before} to compute "
+            f"in {count_tasks(meta, done, cost=cost, ramp=nthreads)} tasks (chunks: "
+            + ", ".join(f"{k}={meta.chunks[k]}" for k in ("mechanism", "n", "epsilon", "replicate"))
+            + f"; task timeout {task_timeout:g} s)"
         )
+    del done, _failed
     failures: list[dict] = []
-    n_computed = 0
+    n_computed = n_failed = n_tasks = 0
     bar = None
-    if tasks:
+    if done_before < total:
         if max_in_flight is None:
-            nthreads = sum(client.nthreads().values()) or 1
             max_in_flight = max(4, 2 * nthreads)
         if progress:
             from tqdm import tqdm
 
             bar = tqdm(total=total, initial=done_before, unit="cell", desc="cells", dynamic_ncols=True, smoothing=0.1)
-        queue = list(tasks)
-        queue.reverse()  # pop() from the end: largest n first
-        futs = {}
+        futs: dict = {}  # key -> (task, submitted at, future)
 
-        def submit():
-            task = queue.pop()
+        def submit() -> bool:
+            task = next(tasks, None)
+            if task is None:
+                return False
             fut = client.submit(
-                run_task, store_path, spec.text, meta, task, key=task.key, retries=retries, pure=False
+                compute_block, spec.text, labels, epsilons, task, task_timeout,
+                key=task.key, retries=retries, pure=False,
             )
-            futs[fut.key] = task
-            return fut
+            futs[fut.key] = (task, time.monotonic(), fut)
+            return True
 
-        ac = as_completed([submit() for _ in range(min(max_in_flight, len(queue)))])
-        n_failed = 0
-        for fut in ac:
-            task = futs.pop(fut.key)
-            if fut.status == "finished":
-                summary = fut.result()
-                failures.extend(summary["failures"])
-                n_failed += summary["failed"]
-                n_computed += summary["done"]
-                if bar is not None:
-                    bar.update(summary["done"])
-            else:
+        def finish(block: st.Block) -> None:
+            nonlocal n_computed, n_failed, n_tasks
+            writer.put(block)
+            s = _summary(block)
+            n_tasks += 1
+            if len(failures) < 1000:
+                failures.extend(block.failures[:20])
+            n_failed += s["failed"]
+            n_computed += s["done"]
+            if bar is not None:
+                bar.update(s["done"])
+                if n_failed:
+                    bar.set_postfix(failed=n_failed, refresh=False)
+
+        grace = 2 * task_timeout + 10
+        with st.StoreWriter(store_path, interval=flush_seconds) as writer:
+            while len(futs) < max_in_flight and submit():
+                pass
+            while futs:
                 try:
-                    exc = fut.exception()
-                    msg = f"task failed after {retries} retries: {type(exc).__name__}: {exc}"
-                except Exception as e:  # noqa: BLE001
-                    msg = f"task failed: {e!r}"
-                records = mark_task_failed(store_path, meta, task, msg)
-                failures.extend(records[:20])
-                n_failed += len(records)
-            fut.release()
-            if bar is not None and n_failed:
-                bar.set_postfix(failed=n_failed, refresh=False)
-            if queue:
-                ac.add(submit())
+                    finished = wait([f for _, _, f in futs.values()], timeout=1.0, return_when="FIRST_COMPLETED").done
+                except TimeoutError:
+                    finished = ()
+                for fut in finished:
+                    task, _, _ = futs.pop(fut.key)
+                    if fut.status == "finished":
+                        finish(fut.result())
+                    else:
+                        try:
+                            exc = fut.exception()
+                            msg = f"task failed after {retries} retries: {type(exc).__name__}: {exc}"
+                        except Exception as e:  # noqa: BLE001
+                            msg = f"task failed: {e!r}"
+                        finish(failed_block(labels, epsilons, d, task, msg))
+                    fut.release()
+                now = time.monotonic()
+                for key, (task, since, fut) in list(futs.items()):
+                    if now - since > grace:  # a kernel that does not return: give up on the task
+                        del futs[key]
+                        client.cancel([fut], force=True)
+                        finish(failed_block(labels, epsilons, d, task, timeout_message(task_timeout)))
+                while len(futs) < max_in_flight and submit():
+                    pass
         st.consolidate(store_path)
     done, failed = st.read_flags(store_path)
     if bar is not None:
-        # the store is the truth: a task retried after its worker died may have
-        # found its cells already done (and reported none)
         bar.n = int(np.count_nonzero(done))
         bar.close()
-    res = RunResult(
+    return RunResult(
         action=action,
         total=total,
         done_before=done_before,
         done=int(np.count_nonzero(done)),
         failed=int(np.count_nonzero(failed & (done == 0))),
-        tasks=len(tasks),
+        tasks=n_tasks,
         seconds=time.perf_counter() - t0,
         failures=failures,
         computed=n_computed,
     )
-    return res

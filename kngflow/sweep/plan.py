@@ -1,129 +1,333 @@
-"""From a validated spec and a store to a list of chunk-aligned tasks.
+"""From a validated spec and a store's ``done`` flags to tasks, and what a run will cost.
 
-A *cell* is (mechanism, n, ε, replicate).  A *chunk* of the store holds every
-mechanism and ε of a block of ``replicate_chunk`` replicates of one n (see
-:mod:`kngflow.store.zarrstore`).  A *task* owns one or more consecutive whole
-chunks of one n: it simulates each replicate's data once, runs every missing
-(mechanism, ε) release on it, and writes its region.  Tasks are sized by a
-simple cost model so that one lasts about ``task_seconds``: many replicates at
-small n, one at n = 10^7.
+A *cell* is (mechanism, n, ε, replicate).  A *task* is a block of consecutive
+replicates of one n, with every mechanism and ε: it simulates each replicate's
+data once, runs every missing (mechanism, ε) release on it and returns the
+results as numpy arrays (:mod:`kngflow.sweep.engine`).  Tasks never touch the
+store, so their size is set by the cost model alone (about ``task_seconds`` of
+work: thousands of replicates at n = 100, one at n = 10^7), independently of the
+store's chunks.  :func:`iter_tasks` yields them lazily, largest n first, so the
+client never holds one object per task of a huge grid.
+
+:class:`CostModel` predicts seconds; :func:`calibrate` measures it on this
+machine and :func:`estimate` turns it into the lines of ``kngflow plan``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Task", "CostModel", "plan_tasks", "default_replicate_chunk"]
+__all__ = [
+    "Task",
+    "CostModel",
+    "Estimate",
+    "iter_tasks",
+    "count_tasks",
+    "plan_tasks",
+    "calibrate",
+    "estimate",
+    "default_chunks",
+    "default_task_timeout",
+]
+
+#: Target bytes of one chunk of the largest variable (``estimate``): chunks of a few MB
+#: keep the store at tens of files and each flush cheap.
+CHUNK_BYTES = 4 << 20
+#: Resident memory of a worker process with kngflow, numba and dask imported.
+WORKER_BASE_BYTES = 300 << 20
 
 
 @dataclass(frozen=True)
 class CostModel:
-    """Seconds of one replicate of one task ≈ ``per_row·n + per_release·releases``.
+    """Seconds of one replicate ≈ ``per_data + per_row·n + Σ_mechanisms release(label, n)·|ε|``.
 
-    ``per_row`` is the data simulation plus sufficient statistics (≈ 12 draws and a
-    rank-1 update per row); ``per_release`` a release with a sampler (MCMC at
-    10^4 steps is the slow case).  Only the sizes of tasks depend on it, never
-    the results.
+    ``per_data`` and ``per_row`` are the data simulation plus sufficient
+    statistics; ``per_release`` maps a mechanism label to the seconds of one
+    release (stream set-up included) at two sample sizes, ``((n0, s0), (n1, s1))``,
+    interpolated linearly in log n between them (a sampler may switch from MCMC
+    to an exact draw as n grows); ``default_release`` serves labels not
+    measured.  :func:`calibrate` measures all of them on this machine.  Only task
+    sizes, time limits and estimates depend on the model, never results.
     """
 
     per_row: float = 1.0e-7
-    per_release: float = 0.01
+    per_data: float = 0.0
+    default_release: float = 0.01
+    per_release: dict = field(default_factory=dict)
     task_seconds: float = 1.0
 
-    def replicate_seconds(self, n: int, releases: int) -> float:
-        return self.per_row * n + self.per_release * releases
+    def release(self, label, n: int) -> float:
+        points = self.per_release.get(str(label))
+        if not points:
+            return self.default_release
+        (n0, s0), (n1, s1) = points
+        if n <= n0 or n1 <= n0:
+            return s0
+        if n >= n1:
+            return s1
+        w = math.log(n / n0) / math.log(n1 / n0)
+        return s0 + w * (s1 - s0)
 
-    def replicates_per_task(self, n: int, releases: int) -> int:
-        return max(1, int(math.floor(self.task_seconds / max(self.replicate_seconds(n, releases), 1e-9))))
+    def release_seconds(self, labels, n: int) -> float:
+        return float(sum(self.release(lab, n) for lab in labels))
+
+    def replicate_seconds(self, n: int, labels, n_epsilon: int) -> float:
+        return self.per_data + self.per_row * n + self.release_seconds(labels, n) * n_epsilon
+
+    def replicates_per_task(self, n: int, labels, n_epsilon: int) -> int:
+        per = max(self.replicate_seconds(n, labels, n_epsilon), 1e-9)
+        return max(1, int(math.floor(self.task_seconds / per)))
 
 
-def default_replicate_chunk(n_values, n_replicates: int, releases: int, cost: CostModel | None = None) -> int:
-    """Replicates per chunk: what one task does at the largest n (chunks must fit every n)."""
-    cost = cost or CostModel()
-    return max(1, min(n_replicates, cost.replicates_per_task(max(n_values), releases)))
+def default_chunks(sizes: dict, d: int) -> dict:
+    """Chunk lengths of a new store: whole mechanism and ε axes, replicates (then n) up to
+    :data:`CHUNK_BYTES` of ``estimate``.  Independent of tasks (one writer writes any region)."""
+    per_rep = max(1, sizes["mechanism"] * sizes["epsilon"] * d * 8)
+    rchunk = max(1, min(sizes["replicate"], CHUNK_BYTES // per_rep))
+    nchunk = max(1, min(sizes["n"], CHUNK_BYTES // (per_rep * rchunk))) if rchunk == sizes["replicate"] else 1
+    return {"mechanism": sizes["mechanism"], "n": nchunk, "epsilon": sizes["epsilon"], "replicate": rchunk}
 
 
 @dataclass(frozen=True)
 class Task:
-    """A chunk-aligned block of cells: one n, a replicate range, a mechanism and ε chunk."""
+    """Replicates ``start:stop`` (indices into the store's replicate axis) of the n at ``n_index``.
+
+    ``need`` is None when every cell of the block is missing, else a bool array
+    (mechanism, epsilon, replicate) of the cells to compute.
+    """
 
     key: str
     n: int
-    region: tuple  # ((dim, start, stop), ...) over mechanism, n, epsilon, replicate
-    labels: tuple
-    epsilons: tuple
-    replicates: tuple
-    data_summary: bool  # this task writes scale / ols_stderr of its replicates
-    missing: int  # cells not done when planned
+    n_index: int
+    start: int
+    stop: int
+    replicates: np.ndarray
+    need: np.ndarray | None
+    missing: int
 
     def region_slices(self) -> dict:
-        return {d: slice(a, b) for d, a, b in self.region}
-
-    @property
-    def cost_n(self) -> int:
-        return self.n
+        return {"n": slice(self.n_index, self.n_index + 1), "replicate": slice(self.start, self.stop)}
 
 
-def _ranges(size: int, chunk: int):
-    for start in range(0, size, chunk):
-        yield start, min(start + chunk, size)
+#: The first ``ramp`` tasks of :func:`iter_tasks` are this many times shorter.
+RAMP_DIVISOR = 16
+
+
+def _extents(meta, done: np.ndarray, cost: CostModel, ramp: int):
+    """``(n index, todo, start, stop)`` of each task of :func:`iter_tasks`, in order."""
+    labels, ns, eps = (meta.coords[k] for k in ("mechanism", "n", "epsilon"))
+    issued = 0
+    for i in sorted(range(len(ns)), key=lambda k: -int(ns[k])):
+        per_task = cost.replicates_per_task(int(ns[i]), labels, len(eps))
+        todo = done[:, i, :, :] == 0  # (M, E, R)
+        rep_todo = np.flatnonzero(todo.any(axis=(0, 1)))
+        # runs of consecutive replicates with work, cut into tasks of per_task replicates
+        breaks = np.flatnonzero(np.diff(rep_todo) != 1) + 1
+        for run in np.split(rep_todo, breaks) if rep_todo.size else ():
+            a = 0
+            while a < len(run):
+                size = per_task if issued >= ramp else max(1, per_task // RAMP_DIVISOR)
+                yield i, todo, int(run[a]), int(run[min(a + size, len(run)) - 1]) + 1
+                a += size
+                issued += 1
+
+
+def iter_tasks(meta, done: np.ndarray, *, cost: CostModel | None = None, key_prefix: str = "", ramp: int = 0):
+    """Yield tasks covering every cell not done, largest n first, lazily.
+
+    ``done`` is the (mechanism, n, epsilon, replicate) flag array of the store and
+    ``meta`` its :class:`~kngflow.store.StoreMeta`.  Fully done replicates are
+    skipped; a task covers at most ``cost.replicates_per_task`` replicates, the
+    first ``ramp`` tasks :data:`RAMP_DIVISOR` times fewer (one short task per
+    worker first: results and failures show up early).
+    """
+    ns, reps = meta.coords["n"], meta.coords["replicate"]
+    for i, todo, start, stop in _extents(meta, done, cost or CostModel(), ramp):
+        block = todo[:, :, start:stop]
+        missing = int(np.count_nonzero(block))
+        tag = hashlib.sha1(repr((key_prefix, i, start, stop)).encode()).hexdigest()[:16]
+        yield Task(
+            key=f"kngflow-{tag}",
+            n=int(ns[i]),
+            n_index=i,
+            start=start,
+            stop=stop,
+            replicates=np.asarray(reps[start:stop], dtype=np.int64),
+            need=None if missing == block.size else block.copy(),
+            missing=missing,
+        )
+
+
+def count_tasks(meta, done: np.ndarray, *, cost: CostModel | None = None, ramp: int = 0) -> int:
+    """How many tasks :func:`iter_tasks` yields (without making them)."""
+    return sum(1 for _ in _extents(meta, done, cost or CostModel(), ramp))
 
 
 def plan_tasks(meta, done: np.ndarray, *, cost: CostModel | None = None, key_prefix: str = "") -> list[Task]:
-    """Tasks covering every chunk with at least one cell not done, largest n first.
+    """:func:`iter_tasks` as a list (for small studies and tests)."""
+    return list(iter_tasks(meta, done, cost=cost, key_prefix=key_prefix))
 
-    ``done`` is the (mechanism, n, epsilon, replicate) flag array read from the
-    store; ``meta`` its :class:`~kngflow.store.StoreMeta`.  Consecutive replicate
-    chunks of the same n (and mechanism/ε chunk) are merged up to the size the
-    cost model allows.
+
+# --------------------------------------------------------------------------- calibration
+def calibrate(spec, *, budget: float = 3.0, task_seconds: float = 1.0) -> CostModel:
+    """Measure the cost model of ``spec`` on this machine (a few seconds at most).
+
+    Times the simulation of data sets at the smallest n and at
+    ``min(max(n), 2·10^5)`` rows (``per_data``, ``per_row``), and each mechanism's
+    releases (a fresh stream each, as in a run) on both data sets, after one
+    warm-up call that loads the compiled kernels; a mechanism stops being timed
+    once it has used its share of ``budget`` seconds.  Streams are fresh
+    generators, never the study's.  BLAS runs on one thread, as on a worker.
     """
-    cost = cost or CostModel()
-    coords, chunks = meta.coords, meta.chunks
-    labels, ns, eps, reps = coords["mechanism"], coords["n"], coords["epsilon"], coords["replicate"]
-    tasks: list[Task] = []
-    order = sorted(range(len(ns)), key=lambda i: -int(ns[i]))
-    for i in order:
-        n = int(ns[i])
-        for m0, m1 in _ranges(len(labels), chunks["mechanism"]):
-            for e0, e1 in _ranges(len(eps), chunks["epsilon"]):
-                releases = (m1 - m0) * (e1 - e0)
-                per_task = cost.replicates_per_task(n, releases)
-                chunks_per_task = max(1, per_task // chunks["replicate"])
-                pending: list[tuple[int, int, int]] = []  # (r0, r1, missing)
+    from threadpoolctl import threadpool_limits
 
-                def flush():
-                    if not pending:
-                        return
-                    r0, r1 = pending[0][0], pending[-1][1]
-                    miss = sum(p[2] for p in pending)
-                    region = (("mechanism", m0, m1), ("n", i, i + 1), ("epsilon", e0, e1), ("replicate", r0, r1))
-                    tag = hashlib.sha1(repr((key_prefix, region)).encode()).hexdigest()[:16]
-                    tasks.append(
-                        Task(
-                            key=f"kngflow-{tag}",
-                            n=n,
-                            region=region,
-                            labels=tuple(str(x) for x in labels[m0:m1]),
-                            epsilons=tuple(float(x) for x in eps[e0:e1]),
-                            replicates=tuple(int(x) for x in reps[r0:r1]),
-                            data_summary=(m0 == 0 and e0 == 0),
-                            missing=miss,
-                        )
-                    )
-                    pending.clear()
+    with threadpool_limits(limits=1):
+        return _calibrate(spec, budget, task_seconds)
 
-                for r0, r1 in _ranges(len(reps), chunks["replicate"]):
-                    block = done[m0:m1, i, e0:e1, r0:r1]
-                    miss = int(block.size - np.count_nonzero(block))
-                    if miss == 0:
-                        flush()
-                        continue
-                    pending.append((r0, r1, miss))
-                    if len(pending) >= chunks_per_task:
-                        flush()
-                flush()
-    return tasks
+
+def _calibrate(spec, budget: float, task_seconds: float) -> CostModel:
+    problem = spec.problem()
+    mechanisms = spec.build_mechanisms()
+    rng = np.random.default_rng(12345)
+    n0, n1 = int(min(spec.n)), int(min(max(spec.n), 200_000))
+
+    def best(f, k=3):
+        out = []
+        for _ in range(k):
+            t = time.perf_counter()
+            f()
+            out.append(time.perf_counter() - t)
+        return min(out)
+
+    problem.simulate(n1, rng)  # warm-up: compiled kernels load on first use
+    t0 = best(lambda: problem.simulate(n0, rng))
+    t1 = best(lambda: problem.simulate(n1, rng), 2) if n1 > n0 else t0
+    per_row = max(t1 - t0, 0.0) / (n1 - n0) if n1 > n0 else t0 / n0
+    per_data = max(t0 - per_row * n0, 0.0)
+    data = [(n0, problem.simulate(n0, rng)), (n1, problem.simulate(n1, rng))]
+    eps = sorted(spec.epsilon)
+    share = budget / max(1, len(mechanisms))
+    per_release = {}
+    for label, mech in mechanisms.items():
+        start = time.perf_counter()
+        points = []
+        for n, stats in data:
+            times = []
+            for k, e in enumerate(eps):
+                try:
+                    if not times and not points:
+                        mech.release(stats, epsilon=e, rng=rng)
+                    t = time.perf_counter()
+                    mech.release(stats, epsilon=e, rng=np.random.default_rng(np.random.SeedSequence(k)))
+                    times.append(time.perf_counter() - t)
+                except Exception:  # noqa: BLE001 - a failing release is the run's business, not the plan's
+                    continue
+                if time.perf_counter() - start > share:
+                    break
+            if times:
+                points.append((n, float(np.mean(times))))
+        if points:
+            per_release[label] = (points[0], points[-1])
+    default = max((p[0][1] for p in per_release.values()), default=CostModel.default_release)
+    return CostModel(per_row=per_row, per_data=per_data, default_release=default, per_release=per_release,
+                     task_seconds=task_seconds)
+
+
+# --------------------------------------------------------------------------- estimate
+@dataclass(frozen=True)
+class Estimate:
+    """What a run of a spec will cost (from a :class:`CostModel`)."""
+
+    cells: int
+    to_compute: int
+    tasks: int
+    compute_seconds: float  # on one core
+    max_task_seconds: float
+    worker_bytes: int
+    number_bytes: int  # bytes of the numbers the store holds
+    store_files: int
+
+    def lines(self, workers: int | None = None) -> list[str]:
+        par = f", {_duration(self.compute_seconds / workers)} on {workers} workers" if workers else ""
+        return [
+            f"plan: {self.cells} cells, {self.to_compute} to compute in {self.tasks} tasks "
+            f"(longest ≈ {_duration(self.max_task_seconds)})",
+            f"plan: compute ≈ {_duration(self.compute_seconds)} on one core{par}",
+            f"plan: task timeout {default_task_timeout(self):g} s by default; peak memory ≈ {_size(self.worker_bytes)} per worker; store ≈ {_size(self.number_bytes)} "
+            f"in ≈ {self.store_files} files",
+        ]
+
+    def too_big(self, *, max_core_hours: float = 24.0, max_store_bytes: float = 100e9, max_worker_bytes: float = 8e9):
+        """Why a run should ask for ``--yes`` (None when the estimate is within the limits)."""
+        if self.compute_seconds > max_core_hours * 3600:
+            return f"estimated compute {_duration(self.compute_seconds)} on one core exceeds {max_core_hours:g} core-hours"
+        if self.number_bytes > max_store_bytes:
+            return f"estimated store {_size(self.number_bytes)} exceeds {_size(max_store_bytes)}"
+        if self.worker_bytes > max_worker_bytes:
+            return f"estimated memory {_size(self.worker_bytes)} per worker exceeds {_size(max_worker_bytes)}"
+        return None
+
+
+def estimate(spec, cost: CostModel, *, progress: dict | None = None, chunks: dict | None = None) -> Estimate:
+    """Cells, tasks, compute seconds, worker memory and store size of running ``spec``.
+
+    ``progress`` maps n to ``(cells done, replicates complete)`` in an existing
+    store (:func:`kngflow.sweep.engine.store_progress`); without it every cell is
+    missing.  Counting is per n in closed form, so a 10^8-cell grid is estimated
+    without materialising anything per cell or per task.
+    """
+    problem = spec.problem()
+    d = int(problem.d)
+    M, E, R = len(spec.labels), len(spec.epsilon), len(spec.replicates)
+    cells = M * len(spec.n) * E * R
+    seconds = tasks = to_compute = 0
+    longest = 0.0
+    for n in spec.n:
+        cells_done, reps_done = (progress or {}).get(int(n), (0, 0))
+        reps, cells_n = R - reps_done, M * E * R - cells_done
+        per_task = cost.replicates_per_task(n, spec.labels, E)
+        tasks += -(-reps // per_task)
+        to_compute += cells_n
+        seconds += reps * (cost.per_data + cost.per_row * n) + cost.release_seconds(spec.labels, n) * cells_n / M
+        if reps:
+            longest = max(longest, min(reps, per_task) * cost.replicate_seconds(n, spec.labels, E))
+    from kngflow.problems.linear import BLOCK_ROWS
+
+    per_task_cells = max(min(R, cost.replicates_per_task(n, spec.labels, E)) for n in spec.n) * M * E
+    worker = WORKER_BASE_BYTES + 4 * BLOCK_ROWS * (d + 1) * 8 + per_task_cells * (d + 8) * 8
+    data_vars = getattr(problem, "data_variables", {})
+    data_bytes = sum(8 * (d if "coef" in decl[0] else 1) for decl in data_vars.values())
+    number_bytes = cells * (8 * (d + 4) + 3) + len(spec.n) * R * data_bytes
+    sizes = {"mechanism": M, "n": len(spec.n), "epsilon": E, "replicate": R}
+    ch = chunks or default_chunks(sizes, d)
+    n_chunks = -(-len(spec.n) // ch["n"]) * -(-R // ch["replicate"])
+    n_vars = 8 + len(data_vars)
+    files = n_vars * (n_chunks + 1) + 5 * 2 + 2 + 2  # chunks and metadata, coordinates, theta_star, root
+    return Estimate(cells, to_compute, tasks, seconds, longest, int(worker), int(number_bytes), int(files))
+
+
+def default_task_timeout(est: Estimate) -> float:
+    """Default per-task time limit: 20 times the longest task of the estimate, at least 5 minutes."""
+    return max(300.0, 20.0 * est.max_task_seconds)
+
+
+def _duration(s: float) -> str:
+    if s < 120:
+        return f"{s:.1f} s"
+    if s < 7200:
+        return f"{s / 60:.1f} min"
+    if s < 3 * 86400:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} days"
+
+
+def _size(b: float) -> str:
+    for unit, k in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if b >= k:
+            return f"{b / k:.1f} {unit}"
+    return f"{int(b)} B"

@@ -1,0 +1,226 @@
+"""Benchmark: a 10^6-cell small-n study through the engine and the store, then Figure 1's store.
+
+The study: linear regression (d = 4, paper protocol), n in {100, 1000}, five ε,
+three mechanisms (non-private, KNG, exponential), 33 334 replicates: 1 000 020
+cells of about 0.1 ms each.  Printed in one run:
+
+* the engine's wall time (``run_sweep`` on a local cluster of ``--workers``
+  single-threaded workers; cluster start-up and calibration excluded) against
+  the single-process compute of the same releases (data simulation, streams,
+  releases and errors in a plain loop, no Dask, no store) divided by the
+  workers.  The loop runs on every ``--baseline-stride``-th replicate and is
+  scaled up to the whole study;
+* the client's peak RSS (this process: it also hosts the scheduler);
+* the store's file count and bytes on disk against the bytes of the numbers it
+  holds (``Dataset.nbytes`` of the loaded store);
+* ``xr.open_zarr(store).load()``, ``kngflow status`` and ``kngflow report`` times;
+* the same store numbers, ``load()`` and ``report`` times, and the wall time for
+  ``workflows/kng_linear.toml`` (the KNG paper's Figure 1), unless ``--no-figure1``.
+
+    python benchmarks/bench_million.py [--workers 2] [--replicates 33334] [--no-figure1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SPEC = """\
+name = "million"
+description = "10^6 small-n cells: linear regression, d = 4, two n, five epsilon, three mechanisms."
+seed = 20260101
+
+[problem]
+name = "linear"
+d = 4
+protocol = "paper"
+
+[grid]
+n = [100, 1000]
+epsilon = [0.1, 0.3, 1.0, 3.0, 10.0]
+replicates = {replicates}
+
+[[mechanisms]]
+label = "nonprivate"
+kind = "nonprivate"
+
+[[mechanisms]]
+label = "kng"
+kind = "kng"
+norm = "linf"
+bound = 1.0
+
+[[mechanisms]]
+label = "exponential"
+kind = "exponential"
+bound = 1.0
+"""
+
+
+def kngflow_command() -> list[str]:
+    exe = Path(sys.executable).with_name("kngflow")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "kngflow.cli"]
+
+
+def cli_seconds(*args) -> float:
+    """Wall seconds of ``kngflow ARGS`` in a fresh process (start-up included); raises if it fails."""
+    t0 = time.perf_counter()
+    proc = subprocess.run([*kngflow_command(), *map(str, args)], capture_output=True, text=True)
+    dt = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"kngflow {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
+    return dt
+
+
+def run_engine(spec, store: str, workers: int) -> tuple[float, object]:
+    """``(wall seconds, RunResult)`` of ``run_sweep`` on a fresh local cluster (start-up excluded)."""
+    from distributed import Client
+
+    from kngflow.sweep import calibrate, run_sweep
+    from kngflow.sweep.cluster import local_cluster
+
+    cost = calibrate(spec)
+    with local_cluster(workers, dashboard_address=None) as cluster, Client(cluster) as client:
+        client.wait_for_workers(workers)
+        t0 = time.perf_counter()
+        result = run_sweep(spec, store, client, cost=cost, progress=sys.stderr.isatty(), log=None)
+        return time.perf_counter() - t0, result
+
+
+def baseline_seconds(spec, stride: int) -> tuple[float, int]:
+    """Single-process seconds of every ``stride``-th replicate's releases, scaled to the whole study.
+
+    The same work as a task, without Dask or the store: simulate each data set
+    once, then each (mechanism, ε) release with its own stream and its error.
+    BLAS runs on one thread, as on a worker.  Returns ``(seconds, releases timed)``.
+    """
+    from threadpoolctl import threadpool_limits
+
+    from kngflow.sweep import seeds
+
+    problem, mechanisms = spec.problem(), spec.build_mechanisms()
+    reps = list(spec.replicates)[::stride]
+    releases = 0
+    with threadpool_limits(limits=1):
+        for n in spec.n:  # warm-up: compiled kernels load on first use
+            stats = problem.simulate(n, seeds.data_rng(0, spec.problem_name, n, 0))
+            for label, mech in mechanisms.items():
+                mech.release(stats, epsilon=spec.epsilon[0], rng=seeds.release_rng(0, spec.problem_name, n, 0, label, 1.0))
+        t0 = time.perf_counter()
+        for n in spec.n:
+            for rep in reps:
+                stats = problem.simulate(n, seeds.data_rng(spec.seed, spec.problem_name, n, rep))
+                problem.data_summary(stats)
+                for label, mech in mechanisms.items():
+                    for eps in spec.epsilon:
+                        rng = seeds.release_rng(spec.seed, spec.problem_name, n, rep, label, eps)
+                        rel = mech.release(stats, epsilon=eps, rng=rng)
+                        problem.error(rel.estimate)
+                        releases += 1
+        seconds = time.perf_counter() - t0
+    return seconds * len(spec.replicates) / len(reps), releases
+
+
+def store_numbers(store: str) -> dict:
+    """Files and bytes on disk, bytes of the numbers held, and ``xr.open_zarr(store).load()`` seconds."""
+    import xarray as xr
+
+    files = [p for p in Path(store).rglob("*") if p.is_file()]
+    t0 = time.perf_counter()
+    ds = xr.open_zarr(store).load()
+    load = time.perf_counter() - t0
+    return {
+        "files": len(files),
+        "bytes": sum(p.stat().st_size for p in files),
+        "number_bytes": int(ds.nbytes),
+        "load_s": load,
+        "cells": int(ds.done.size),
+        "done": int(ds.done.sum()),
+    }
+
+
+def report_seconds(store: str, tmp: str) -> float:
+    return cli_seconds("report", store, "--out", Path(tmp) / f"report-{Path(store).stem}")
+
+
+def print_store(prefix: str, s: dict) -> None:
+    print(f"{prefix} store      {s['files']} files, {s['bytes'] / 1e6:.1f} MB on disk for "
+          f"{s['number_bytes'] / 1e6:.1f} MB of numbers (x{s['bytes'] / s['number_bytes']:.2f})")
+    print(f"{prefix} load()     {s['load_s']:.2f} s")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--replicates", type=int, default=33_334, help="replicates of the small-n study (default 33 334)")
+    ap.add_argument("--baseline-stride", type=int, default=10,
+                    help="time the single-process loop on every K-th replicate and scale up (default 10)")
+    ap.add_argument("--no-figure1", action="store_true", help="skip the Figure 1 store")
+    ap.add_argument("--keep", metavar="DIR", help="leave the stores in DIR (default: a temporary directory, removed)")
+    ap.add_argument("--json", action="store_true", help="print the numbers as one JSON line too")
+    args = ap.parse_args(argv)
+
+    from kngflow.sweep import load_spec, parse_spec
+
+    tmp = args.keep or tempfile.mkdtemp(prefix="kngflow-bench-")
+    os.makedirs(tmp, exist_ok=True)
+    out: dict = {"workers": args.workers}
+    try:
+        spec = parse_spec(SPEC.format(replicates=args.replicates))
+        store = str(Path(tmp) / "million.zarr")
+        shutil.rmtree(store, ignore_errors=True)
+        wall, result = run_engine(spec, store, args.workers)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+        base, releases = baseline_seconds(spec, args.baseline_stride)
+        per_worker = base / args.workers
+        out["million"] = {
+            "cells": result.total, "failed": result.failed, "tasks": result.tasks, "wall_s": wall,
+            "baseline_s": base, "baseline_releases_timed": releases, "ratio": wall / per_worker,
+            "client_peak_rss_mb": rss / 2**20,
+            **store_numbers(store),
+            "status_s": cli_seconds("status", store),
+            "report_s": report_seconds(store, tmp),
+        }
+        m = out["million"]
+        print(f"study           {m['cells']} cells ({len(spec.replicates)} replicates, n = {list(spec.n)}, "
+              f"{len(spec.epsilon)} eps, {len(spec.labels)} mechanisms); {m['failed']} failed, {m['tasks']} tasks")
+        print(f"engine wall     {wall:.1f} s on {args.workers} workers")
+        print(f"single process  {base:.1f} s ({releases} releases timed, every {args.baseline_stride}th replicate, "
+              f"scaled) / {args.workers} = {per_worker:.1f} s")
+        print(f"ratio           engine / (single process / workers) = {m['ratio']:.2f}")
+        print(f"client peak RSS {m['client_peak_rss_mb']:.0f} MB (client and scheduler)")
+        print_store("", m)
+        print(f"status          {m['status_s']:.2f} s")
+        print(f"report          {m['report_s']:.2f} s")
+
+        if not args.no_figure1:
+            fig = load_spec(ROOT / "workflows" / "kng_linear.toml")
+            store = str(Path(tmp) / "figure1.zarr")
+            shutil.rmtree(store, ignore_errors=True)
+            wall, result = run_engine(fig, store, args.workers)
+            out["figure1"] = {"cells": result.total, "failed": result.failed, "wall_s": wall,
+                              **store_numbers(store), "report_s": report_seconds(store, tmp)}
+            f = out["figure1"]
+            print(f"figure 1        {f['cells']} cells, {f['failed']} failed; engine wall {wall:.1f} s")
+            print_store("figure 1", f)
+            print(f"figure 1 report {f['report_s']:.2f} s")
+    finally:
+        if args.keep is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if args.json:
+        print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
