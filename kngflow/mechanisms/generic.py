@@ -36,11 +36,32 @@ import numpy as np
 from ..samplers.generic import NORM_CODES, energies, kng_energy, loss_energy, metropolis_chains
 from .base import Release, check_choice, check_epsilon, check_int, check_positive, check_rng
 
-__all__ = ["Sampled", "GenericKNG", "GenericExponential", "NORMS", "SAMPLERS"]
+__all__ = ["NonPrivateBase", "Sampled", "GenericKNG", "GenericExponential", "NORMS", "SAMPLERS"]
 
 NORMS = ("l1", "l2", "linf")
 SAMPLERS = ("auto", "exact", "gibbs", "metropolis")
 BASES = ("uniform", "gaussian")
+
+
+class NonPrivateBase:
+    """Non-private baseline: ``estimate(data)`` of a subclass, validated like the mechanisms."""
+
+    kind = "nonprivate"
+
+    def check_data(self, data):
+        raise NotImplementedError
+
+    def estimate(self, data) -> np.ndarray:
+        raise NotImplementedError
+
+    def release(self, data, epsilon, rng) -> Release:
+        data = self.check_data(data)
+        check_epsilon(epsilon)
+        check_rng(rng)
+        return Release(self.estimate(data), {"sampler": "none", "acceptance": np.nan, "steps": 0})
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
 
 
 class Sampled:

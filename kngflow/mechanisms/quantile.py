@@ -19,8 +19,8 @@ from ..problems.quantile import (
     quantile_data,
 )
 from ..samplers.quantile import TARGET_EXP, TARGET_KNG, quantile_draws, quantile_gradient, quantile_loss
-from .base import Release, check_epsilon, check_rng
-from .generic import GenericExponential, GenericKNG
+from .base import check_epsilon, check_rng
+from .generic import GenericExponential, GenericKNG, NonPrivateBase
 
 __all__ = ["NonPrivate", "KNG", "Exponential", "private_quantile", "check_quantile_data"]
 
@@ -37,19 +37,14 @@ def check_quantile_data(data) -> QuantileData:
     return data
 
 
-class NonPrivate:
+class NonPrivate(NonPrivateBase):
     """The empirical ``tau``-quantile ``y_(ceil(tau n))``: the non-private baseline."""
 
-    kind = "nonprivate"
+    def check_data(self, data):
+        return check_quantile_data(data)
 
-    def release(self, data, epsilon, rng) -> Release:
-        data = check_quantile_data(data)
-        check_epsilon(epsilon)
-        check_rng(rng)
-        return Release(np.array([empirical_quantile(data)]), {"sampler": "none", "acceptance": np.nan, "steps": 0})
-
-    def __repr__(self) -> str:
-        return "NonPrivate()"
+    def estimate(self, data) -> np.ndarray:
+        return np.array([empirical_quantile(data)])
 
 
 class _Quantile1D:

@@ -16,8 +16,7 @@ import numpy as np
 from ..problems.quantreg import QuantRegData, gradient_sensitivity, loss_sensitivity, quantreg_lp
 from ..samplers.generic import NORM_CODES
 from ..samplers.quantile import TARGET_EXP, TARGET_KNG, qr_gibbs_chains, qr_gradient, qr_loss
-from .base import Release, check_epsilon, check_rng
-from .generic import GenericExponential, GenericKNG
+from .generic import GenericExponential, GenericKNG, NonPrivateBase
 
 __all__ = ["NonPrivate", "KNG", "Exponential", "check_quantreg_data"]
 
@@ -40,20 +39,14 @@ def check_quantreg_data(data) -> QuantRegData:
     return data
 
 
-class NonPrivate:
+class NonPrivate(NonPrivateBase):
     """The exact quantile-regression estimate (linear program, HiGHS): non-private baseline."""
 
-    kind = "nonprivate"
+    def check_data(self, data):
+        return check_quantreg_data(data)
 
-    def release(self, data, epsilon, rng) -> Release:
-        data = check_quantreg_data(data)
-        check_epsilon(epsilon)
-        check_rng(rng)
-        est = quantreg_lp(data) * data.scale
-        return Release(est, {"sampler": "none", "acceptance": np.nan, "steps": 0})
-
-    def __repr__(self) -> str:
-        return "NonPrivate()"
+    def estimate(self, data) -> np.ndarray:
+        return quantreg_lp(data) * data.scale
 
 
 class _QuantReg:

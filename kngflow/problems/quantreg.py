@@ -48,6 +48,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import ndtri
 
+from .linear import LinearProblem
 from .quantile import check_tau
 
 __all__ = [
@@ -252,21 +253,9 @@ class QuantRegProblem:
     def d(self) -> int:
         return int(self.theta_star.shape[0])
 
-    @property
-    def caveats(self) -> str:
-        if self.protocol == "paper":
-            return (
-                "paper protocol: Y is divided by R = max|Y| computed WITHOUT privacy "
-                "(KNG paper, Algorithm 1); releases are DP for the scaled data only."
-            )
-        return f"public_bound protocol: Y clipped to [-{self.y_bound}, {self.y_bound}] and divided by that public bound."
-
-    def check_n(self, n: int) -> None:
-        """Raise ValueError naming ``n`` unless ``n >= d``."""
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-            raise TypeError(f"n must be an integer, got {type(n).__name__}")
-        if n < self.d:
-            raise ValueError(f"n must be at least d={self.d}, got n={n}")
+    # the same Y protocols as linear regression, so the same caveats and the same n >= d
+    caveats = LinearProblem.caveats
+    check_n = LinearProblem.check_n
 
     def simulate(self, n: int, rng: np.random.Generator) -> QuantRegData:
         """One scaled data set: ``X`` (n, d) and ``y`` (n,), the only ``n x d`` array."""
