@@ -48,6 +48,8 @@ N_VALUES = (50, 1_000, 100_000)
 LABELS = ("nonprivate", "kng", "kng_mh")
 TOTAL = len(LABELS) * len(N_VALUES) * len(EPSILON) * REPLICATES
 SMALL_TASKS = ("--task-seconds", "0.001", "--replicate-chunk", "1")
+# runs to interrupt flush every 50 ms, so that a partial store is seen before a fast run ends
+INTERRUPTIBLE = (*SMALL_TASKS, "--flush-seconds", "0.05")
 TIMEOUT = 120  # seconds; a hang fails the test instead of blocking the run
 DENY_PATHS = Path(__file__).with_name("deny_paths.py")
 
@@ -224,7 +226,7 @@ def start_cli(dask_procs, spec: Path, store: Path, out: Path, *extra: str) -> su
 
 def interrupt_client(dask_procs, spec: Path, store: Path, out: Path) -> subprocess.Popen:
     """Start ``kngflow run`` with many small tasks and kill -9 it once some cells are done."""
-    proc = start_cli(dask_procs, spec, store, out, *SMALL_TASKS)
+    proc = start_cli(dask_procs, spec, store, out, *INTERRUPTIBLE)
     try:
         wait_partial(proc, store, out)
     finally:
@@ -334,7 +336,7 @@ def test_status_after_run(reference):
 def test_worker_killed_mid_sweep(reference, dask_procs, tmp_path):
     dask_procs.scale(3)
     spec, store, out = reference["spec"], tmp_path / "s.zarr", tmp_path / "run"
-    proc = start_cli(dask_procs, spec, store, out, *SMALL_TASKS)
+    proc = start_cli(dask_procs, spec, store, out, *INTERRUPTIBLE)
     try:
         wait_partial(proc, store, out)
         # kill -9 a worker that is running (or holding) a task of the sweep right now
