@@ -3,9 +3,11 @@
 Data are :class:`~kngflow.problems.quantreg.QuantRegData` (``x`` in ``[-1, 1]^d``,
 ``y = Y / scale`` in ``[-1, 1]``); estimates are multiplied by ``scale``.  Sensitivities
 are derived in :mod:`kngflow.problems.quantreg`.  Samplers: exact coordinate Gibbs
-(uniform base; :func:`kngflow.samplers.quantile.qr_gibbs_chains`) and the generic
-random-walk Metropolis kernel (any base), each update ``O(n d)`` (a Gibbs update sorts
-its breaks, expected ``O(n)``).  The policy runs Gibbs for the exponential mechanism and
+(uniform base; :func:`kngflow.samplers.quantile.qr_gibbs_chains`; a Gibbs update sorts
+its breaks, expected ``O(n)``) and the generic random-walk Metropolis chain (any base)
+with its energy evaluated on a band of residuals near zero
+(:func:`kngflow.samplers.quantile.qr_metropolis_chains`: ``O(n d)`` only when the band
+is rebuilt, else ``O(band d)``).  The policy runs Gibbs for the exponential mechanism and
 Metropolis for KNG (see :class:`KNG`).
 """
 
@@ -15,7 +17,7 @@ import numpy as np
 
 from ..problems.quantreg import QuantRegData, gradient_sensitivity, loss_sensitivity, quantreg_lp
 from ..samplers.generic import NORM_CODES
-from ..samplers.quantile import TARGET_EXP, TARGET_KNG, qr_gibbs_chains, qr_gradient, qr_loss
+from ..samplers.quantile import TARGET_EXP, TARGET_KNG, qr_gibbs_chains, qr_gradient, qr_loss, qr_metropolis_chains
 from .generic import GenericExponential, GenericKNG, NonPrivateBase
 
 __all__ = ["NonPrivate", "KNG", "Exponential", "check_quantreg_data"]
@@ -70,6 +72,21 @@ class _QuantReg:
         """A box holding ``Theta`` (scaled units; for exact audits on a grid)."""
         reach = self.bound if self.base == "uniform" else 8.0 * self.base_scale
         return np.full(d, -reach), np.full(d, reach)
+
+    def draw_metropolis(self, data, epsilon, rng, size, steps=None):
+        """The generic Metropolis chain, its energy evaluated on a residual band (see
+        :func:`kngflow.samplers.quantile.qr_metropolis_chains`); same returns as the generic one."""
+        a = self.rate(data, epsilon)
+        center, B = self.domain(data)
+        out = np.empty((size, data.d))
+        acc = np.empty(size)
+        base_scale = self.base_scale if self.base == "gaussian" else 0.0
+        code = NORM_CODES[getattr(self, "norm", "linf")]
+        qr_metropolis_chains(
+            rng, data.X, data.y, data.tau, a, np.asarray(center, float), float(B), base_scale,
+            self._target, code, int(steps or self.steps), out, acc,
+        )
+        return out, acc
 
     def draw_gibbs(self, data, epsilon, rng, size, sweeps=None):
         """Final states of ``size`` exact coordinate-Gibbs chains started at 0 (scaled units)."""

@@ -39,7 +39,7 @@ import math
 import numpy as np
 
 from .._jit import jit
-from .generic import knorm
+from .generic import BATCH, TARGET_ACCEPTANCE, knorm
 from .linear import _draw_seg, _log_seg_mass
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "quantile_segments",
     "quantile_draws",
     "qr_gibbs_chains",
+    "qr_metropolis_chains",
     "bucket_argsort",
     "qr_gradient",
     "qr_loss",
@@ -304,12 +305,151 @@ def _qr_conditional(rng, X, b, j, L, tau, a, target, code, g, keys, idx, T, logm
     return min(max(t, T[q]), T[q + 1])
 
 
+#: a window edge is "far" when the exponential conditional's log density there is this
+#: much below its maximum (the next window of that coordinate is sized from it)
+_WINDOW_LOGDROP = 30.0
+
+
+@jit
+def _qr_exp_loss(X, b, j, tau, t):
+    """``sum_i rho_tau(b_i - x_ij t)``: the loss along coordinate ``j`` at ``t`` (``O(n)``)."""
+    s = 0.0
+    for i in range(b.shape[0]):
+        r = b[i] - X[i, j] * t
+        s += r * (tau - 1.0) if r <= 0.0 else r * tau
+    return s
+
+
+@jit
+def _qr_exp_conditional(rng, X, b, j, L, tau, a, t0, h, keys, vals, T, logm, order, count):
+    """Exact draw from the exponential mechanism's coordinate-``j`` conditional on ``[-L, L]``.
+
+    ``t -> l(t) = sum_i rho_tau(b_i - x_ij t)`` is convex and piecewise linear (its slope
+    rises by ``|x_ij|`` at each break ``b_i / x_ij``), so the conditional
+    ``∝ exp(-a l(t))`` is log-concave.  Only the breaks inside the window
+    ``[wl, wr] = [t0 - h, t0 + h] ∩ [-L, L]`` are sorted; on the window the density is
+    drawn exactly (piecewise exponential).  Outside it, the tangent of ``l`` at the window
+    edge lies below ``l`` (convexity), so ``exp(-a tangent)`` is an envelope with a closed-
+    form mass.  A draw picks the window or a tail by mass; a tail proposal is accepted with
+    probability ``exp(-a (l(t) - tangent(t)))`` (one ``O(n)`` loss), else the whole draw
+    is repeated: rejection sampling from the window-plus-envelope density, which equals the
+    target on the window, so the result is an exact draw whatever ``h``.  ``b`` holds the
+    residuals without coordinate ``j``.  Returns ``(t, h_next)``: the next window half-width
+    for this coordinate, so that the log density drops by :data:`_WINDOW_LOGDROP` inside
+    it (four times ``h`` when the window edge was not yet that low).
+    """
+    n = b.shape[0]
+    t0 = min(max(t0, -L), L)
+    while True:  # attempts; each is an exact rejection sampler, widened after a rejection
+        wl = max(t0 - h, -L)
+        wr = min(t0 + h, L)
+        # one pass: loss and slope at wl, the breaks inside (wl, wr)
+        loss_l = 0.0
+        slope_l = 0.0
+        m = 0
+        for i in range(n):
+            xij = X[i, j]
+            bi = b[i]
+            r = bi - xij * wl
+            if r <= 0.0:
+                loss_l += r * (tau - 1.0)
+                slope_l += xij * (1.0 - tau)
+            else:
+                loss_l += r * tau
+                slope_l -= xij * tau
+            if xij != 0.0:
+                t = bi / xij
+                if wl < t < wr:
+                    keys[m] = t
+                    vals[m] = abs(xij)
+                    m += 1
+        bucket_argsort(keys, m, order, count)
+        T[0] = wl
+        for q in range(m):
+            T[q + 1] = keys[order[q]]
+        T[m + 1] = wr
+        # the window's segments (losses relative to l(wl)), then the two tails' envelopes
+        rel = 0.0
+        slope = slope_l
+        mx = -np.inf
+        lmin = 0.0
+        for q in range(m + 1):
+            w = T[q + 1] - T[q]
+            v = -a * rel + _log_seg_mass(a * slope, w)
+            keys[q] = slope  # the segment's slope (the sorted keys live on in T)
+            logm[q] = v
+            if v > mx:
+                mx = v
+            rel += slope * w
+            lmin = min(lmin, rel)
+            if q < m:
+                slope += vals[order[q]]
+        rel_r = rel  # l(wr) - l(wl)
+        slope_r = slope
+        # tails: left on [-L, wl] with the tangent at wl, right on [wr, L] with the tangent at wr
+        left = -np.inf
+        if wl > -L:
+            left = -a * (-slope_l * (wl + L)) + _log_seg_mass(a * slope_l, wl + L)
+        right = -np.inf
+        if wr < L:
+            right = -a * rel_r + _log_seg_mass(a * slope_r, L - wr)
+        mx = max(mx, max(left, right))
+        tot = 0.0
+        for q in range(m + 1):
+            tot += math.exp(logm[q] - mx)
+            logm[q] = tot
+        w_left = math.exp(left - mx)
+        w_right = math.exp(right - mx)
+        total = tot + w_left + w_right
+        u = rng.random() * total
+        if u < tot:
+            q = np.searchsorted(logm[: m + 1], u, side="right")
+            if q > m:
+                q = m
+            while q > 0 and logm[q] == logm[q - 1]:
+                q -= 1
+            t = T[q] + _draw_seg(rng, a * keys[q], T[q + 1] - T[q])
+            t = min(max(t, T[q]), T[q + 1])
+            break
+        if u < tot + w_left:  # left tail: l(t) >= l(wl) + slope_l (t - wl)
+            t = -L + _draw_seg(rng, a * slope_l, wl + L)
+            t = min(max(t, -L), wl)
+            gap = _qr_exp_loss(X, b, j, tau, t) - (loss_l + slope_l * (t - wl))
+        else:  # right tail: l(t) >= l(wr) + slope_r (t - wr)
+            t = wr + _draw_seg(rng, a * slope_r, L - wr)
+            t = min(max(t, wr), L)
+            gap = _qr_exp_loss(X, b, j, tau, t) - (loss_l + rel_r + slope_r * (t - wr))
+        if rng.random() < math.exp(-a * max(gap, 0.0)):
+            break
+        h *= 4.0  # rejected: a wider window (exact whatever the sequence of windows)
+    # the next window: where a (l - min l) reaches the drop on each side of the draw
+    drop = _WINDOW_LOGDROP / a
+    if (wl > -L and a * (0.0 - lmin) < _WINDOW_LOGDROP) or (wr < L and a * (rel_r - lmin) < _WINDOW_LOGDROP):
+        return t, 4.0 * h
+    lo = wl
+    hi = wr
+    rel = 0.0
+    for q in range(m + 2):  # the breaks nearest to t where the drop is reached
+        if q > 0:
+            rel += keys[q - 1] * (T[q] - T[q - 1])
+        if rel - lmin >= drop:
+            if T[q] <= t:
+                lo = T[q]
+            else:
+                hi = T[q]
+                break
+    return t, max(1.5 * max(t - lo, hi - t), 1e-12)
+
+
 @jit
 def qr_gibbs_chains(rng, X, y, tau, a, B, target, code, sweeps, out):
     """Exact coordinate-Gibbs chains on ``{||theta||_1 <= B}`` (uniform base), start 0.
 
     ``target`` is :data:`TARGET_KNG` (norm ``code``) or :data:`TARGET_EXP`; ``sweeps``
-    full sweeps per chain; final states go to the rows of ``out``.
+    full sweeps per chain; final states go to the rows of ``out``.  The exponential
+    target's conditionals are drawn on a window (:func:`_qr_exp_conditional`; the first
+    of each chain spans ``Theta``, later ones are sized from the previous draw of that
+    coordinate): exact whatever the window, but sorting only its breaks.
     """
     n, d = X.shape
     theta = np.empty(d)
@@ -322,9 +462,12 @@ def qr_gibbs_chains(rng, X, y, tau, a, B, target, code, sweeps, out):
     count = np.empty(n + 1, dtype=np.int64)
     T = np.empty(n + 2)
     logm = np.empty(n + 1)
+    vals = np.empty(n if target == TARGET_EXP else 0)
+    h = np.empty(d)  # the exponential target's window half-widths, per coordinate
     for ch in range(out.shape[0]):
         for k in range(d):
             theta[k] = 0.0
+            h[k] = 2.0 * B
         for i in range(n):
             r[i] = y[i]
         l1 = 0.0
@@ -337,7 +480,9 @@ def qr_gibbs_chains(rng, X, y, tau, a, B, target, code, sweeps, out):
                 for i in range(n):
                     b[i] = r[i] + X[i, j] * tj
                 t = 0.0
-                if L > 0.0:
+                if L > 0.0 and target == TARGET_EXP:
+                    t, h[j] = _qr_exp_conditional(rng, X, b, j, L, tau, a, tj, h[j], keys, vals, T, logm, order, count)
+                elif L > 0.0:
                     t = _qr_conditional(rng, X, b, j, L, tau, a, target, code, g, keys, idx, T, logm, order, count)
                 theta[j] = t
                 l1 += abs(t) - abs(tj)
@@ -345,3 +490,248 @@ def qr_gibbs_chains(rng, X, y, tau, a, B, target, code, sweeps, out):
                     r[i] = b[i] - X[i, j] * t
         for k in range(d):
             out[ch, k] = theta[k]
+
+
+# ------------------------------------------- quantile regression: banded Metropolis
+
+#: band half-width in units of the current proposal scales' sum (see qr_metropolis_chains)
+BAND_WIDTH = 2.0
+
+
+@jit
+def _qr_rebuild(X, y, tau, theta, W, cap, target, idx, rb, out_g, out_h):
+    """One ``O(n d)`` pass at ``theta``: the band ``{i : |r_i| <= W}`` and the energy parts.
+
+    Band rows (at most ``cap``) go to ``idx``/``rb`` (their residuals); every other row
+    adds its fixed-sign contribution to ``out_g`` (KNG: ``sum x_i (1{r_i <= 0} - tau)``)
+    or, for the exponential target, to ``out_h`` (``sum (tau - 1{r_i <= 0}) x_i``) and to
+    the returned constant ``c0 = sum rho(r_i)``.  Returns ``(m, c0)``; ``m = -1`` when more
+    than ``cap`` rows fall in the band: the band is dropped and every row is then in the
+    out-of-band parts (exact at ``theta`` only).
+    """
+    n, d = X.shape
+    kng = target == TARGET_KNG
+    for k in range(d):
+        out_g[k] = 0.0
+        out_h[k] = 0.0
+    c0 = 0.0
+    m = 0
+    for i in range(n):
+        r = y[i]
+        for k in range(d):
+            r -= X[i, k] * theta[k]
+        if abs(r) <= W and m < cap:
+            idx[m] = i
+            rb[m] = r
+            m += 1
+            continue
+        neg = r <= 0.0
+        if kng:
+            w = (1.0 - tau) if neg else -tau
+            for k in range(d):
+                out_g[k] += w * X[i, k]
+        else:
+            w = (tau - 1.0) if neg else tau
+            c0 += w * r
+            for k in range(d):
+                out_h[k] += w * X[i, k]
+    if m == cap and cap < n:  # the band may have overflowed: count it, drop it if so
+        over = False
+        for i in range(idx[cap - 1] + 1, n):
+            r = y[i]
+            for k in range(d):
+                r -= X[i, k] * theta[k]
+            if abs(r) <= W:
+                over = True
+                break
+        if over:
+            for q in range(m):
+                i = idx[q]
+                r = rb[q]
+                neg = r <= 0.0
+                if kng:
+                    w = (1.0 - tau) if neg else -tau
+                    for k in range(d):
+                        out_g[k] += w * X[i, k]
+                else:
+                    w = (tau - 1.0) if neg else tau
+                    c0 += w * r
+                    for k in range(d):
+                        out_h[k] += w * X[i, k]
+            m = -1
+    return m, c0
+
+
+@jit
+def _qr_band_energy(X, tau, a, target, code, idx, rb, m, j, delta, rs, g, out_g, out_h, c0, dref):
+    """Energy with coordinate ``j`` moved by ``delta`` from the band's current state.
+
+    Band residuals ``rb[:m]`` are the current ones; the moved ones go to ``rs``.
+    ``dref = theta' - theta_ref`` (d,) for the exponential target's linear part.
+    """
+    d = X.shape[1]
+    if target == TARGET_KNG:
+        for k in range(d):
+            g[k] = out_g[k]
+        for q in range(m):
+            i = idx[q]
+            r = rb[q] - X[i, j] * delta
+            rs[q] = r
+            w = (1.0 - tau) if r <= 0.0 else -tau
+            for k in range(d):
+                g[k] += w * X[i, k]
+        return a * knorm(g, code)
+    s = c0
+    for k in range(d):
+        s -= out_h[k] * dref[k]
+    for q in range(m):
+        r = rb[q] - X[idx[q], j] * delta
+        rs[q] = r
+        s += r * (tau - 1.0) if r <= 0.0 else r * tau
+    return a * s
+
+
+@jit
+def _qr_full_energy(X, tau, a, target, code, g, out_g, c0):
+    """Energy from a rebuild pass that dropped its band (all rows out of band, at ``theta``)."""
+    if target == TARGET_KNG:
+        for k in range(X.shape[1]):
+            g[k] = out_g[k]
+        return a * knorm(g, code)
+    return a * c0
+
+
+@jit
+def qr_metropolis_chains(rng, X, y, tau, a, center, B, base_scale, target, code, steps, out, acc_out):
+    """The generic random-walk Metropolis kernel for quantile regression, on a residual band.
+
+    Same chain, draw for draw, as :func:`kngflow.samplers.generic.metropolis_chains` with
+    the energy ``a ||g||_K`` (``target`` KNG) or ``a l_n`` (exponential): same start,
+    proposals, tuning and acceptance tests; only the energy is evaluated faster (equal up
+    to floating-point rounding).  Rows whose residual at a reference point ``theta_ref``
+    exceeds ``W`` in absolute value keep their sign while ``||theta - theta_ref||_1 < W``
+    (``|x_ij| <= 1``), so their part of ``g`` is constant and their part of ``l_n`` is
+    linear in ``theta``; only the band ``|r_i(theta_ref)| <= W`` is revisited per proposal
+    (``O(|band| d)``).  ``W = BAND_WIDTH * sum_j sigma_j`` is set from the proposal scales
+    when the band is rebuilt: at a proposal leaving the ball (one ``O(n d)`` pass, which is
+    also that proposal's energy), and at burn-in batch ends when the scales have shrunk
+    fourfold.  A band of more than ``n / 4`` rows is not kept (full passes instead).
+    Uniform ℓ1-ball base (``base_scale <= 0``) or Gaussian base, as the generic kernel.
+    """
+    n, d = X.shape
+    args = (X, y, tau)
+    cap = max(n // 4, 1)
+    idx = np.empty((2, cap), dtype=np.int64)
+    rb = np.empty((2, cap))
+    rs = np.empty(cap)
+    out_g = np.empty((2, d))
+    out_h = np.empty((2, d))
+    ref = np.empty((2, d))
+    c0s = np.zeros(2)
+    ms = np.zeros(2, dtype=np.int64)
+    Ws = np.zeros(2)
+    theta = np.empty(d)
+    dref = np.empty(d)
+    g = np.empty(d)
+    sig = np.empty(d)
+    nacc = np.empty(d)
+    burn = steps // 2
+    gauss = base_scale > 0.0
+    radius = 4.0 * base_scale if gauss else B
+    inv2s2 = 0.5 / (base_scale * base_scale) if gauss else 0.0
+    for ch in range(out.shape[0]):
+        for i in range(d):
+            theta[i] = center[i]
+            sig[i] = 0.5 * radius
+            nacc[i] = 0.0
+        cur = 0  # which band buffer is current
+        W = BAND_WIDTH * sig.sum()
+        mm, cc = _qr_rebuild(X, y, tau, theta, W, cap, target, idx[cur], rb[cur], out_g[cur], out_h[cur])
+        ms[cur] = mm
+        c0s[cur] = cc
+        Ws[cur] = W
+        ref[cur, :] = theta
+        e = _qr_full_energy(X, tau, a, target, code, g, out_g[cur], c0s[cur])
+        if ms[cur] >= 0:
+            dref[:] = 0.0
+            e = _qr_band_energy(X, tau, a, target, code, idx[cur], rb[cur], ms[cur], 0, 0.0, rs, g,
+                                out_g[cur], out_h[cur], c0s[cur], dref)
+        l1 = 0.0
+        accepted = 0
+        proposed = 0
+        for s in range(steps):
+            for j in range(d):
+                tj = theta[j]
+                tn = tj + sig[j] * rng.standard_normal()
+                ok = False
+                if gauss:
+                    dbase = ((tn - center[j]) ** 2 - (tj - center[j]) ** 2) * inv2s2
+                    l1n = 0.0
+                else:
+                    dbase = 0.0
+                    l1n = l1 - abs(tj - center[j]) + abs(tn - center[j])
+                if gauss or l1n <= B:
+                    theta[j] = tn
+                    dist = 0.0
+                    for k in range(d):
+                        dref[k] = theta[k] - ref[cur, k]
+                        dist += abs(dref[k])
+                    inband = ms[cur] >= 0 and dist < Ws[cur]
+                    if ms[cur] < 0:  # no band (too many rows near zero): a plain pass
+                        if target == TARGET_KNG:
+                            qr_gradient(theta, args, g)
+                            en = a * knorm(g, code)
+                        else:
+                            en = a * qr_loss(theta, args)
+                    elif inband:
+                        en = _qr_band_energy(X, tau, a, target, code, idx[cur], rb[cur], ms[cur], j, tn - tj, rs, g,
+                                             out_g[cur], out_h[cur], c0s[cur], dref)
+                    else:  # rebuild at the proposal into the other buffer
+                        o = 1 - cur
+                        W = BAND_WIDTH * sig.sum()
+                        mm, cc = _qr_rebuild(X, y, tau, theta, W, cap, target, idx[o], rb[o], out_g[o], out_h[o])
+                        ms[o] = mm
+                        c0s[o] = cc
+                        Ws[o] = W
+                        ref[o, :] = theta
+                        en = _qr_full_energy(X, tau, a, target, code, g, out_g[o], c0s[o])
+                        if ms[o] >= 0:
+                            dref[:] = 0.0
+                            en = _qr_band_energy(X, tau, a, target, code, idx[o], rb[o], ms[o], 0, 0.0, rs, g,
+                                                 out_g[o], out_h[o], c0s[o], dref)
+                    de = en - e + dbase
+                    if de <= 0.0 or rng.random() < math.exp(-de):
+                        ok = True
+                        e = en
+                        l1 = l1n
+                        if inband:
+                            m = ms[cur]
+                            rb[cur, :m] = rs[:m]
+                        elif ms[cur] >= 0:
+                            cur = 1 - cur
+                    else:
+                        theta[j] = tj
+                if s < burn:
+                    if ok:
+                        nacc[j] += 1.0
+                else:
+                    proposed += 1
+                    if ok:
+                        accepted += 1
+            if s < burn and (s + 1) % BATCH == 0:
+                for j in range(d):
+                    sig[j] *= math.exp(2.0 * (nacc[j] / BATCH - TARGET_ACCEPTANCE))
+                    sig[j] = min(max(sig[j], 1e-12), 2.0 * radius)
+                    nacc[j] = 0.0
+                W = BAND_WIDTH * sig.sum()
+                if ms[cur] < 0 or Ws[cur] > 4.0 * W:  # scales shrank: a narrower band
+                    o = 1 - cur
+                    mm, cc = _qr_rebuild(X, y, tau, theta, W, cap, target, idx[o], rb[o], out_g[o], out_h[o])
+                    ms[o] = mm
+                    c0s[o] = cc
+                    Ws[o] = W
+                    ref[o, :] = theta
+                    cur = o
+        for i in range(d):
+            out[ch, i] = theta[i]
+        acc_out[ch] = accepted / proposed if proposed > 0 else np.nan
