@@ -83,27 +83,41 @@ def large(n: int) -> None:
 
 
 def updates(ns) -> None:
+    """Seconds per coordinate update: the first (a full O(n) pass: Metropolis from the
+    data-independent start, the first Gibbs conditional over all of Theta) and the steady
+    state (difference of two run lengths: Metropolis on its residual band, the
+    exponential mechanism's Gibbs on its window; KNG's Gibbs always sorts all breaks)."""
     from kngflow.mechanisms import get_mechanism
     from kngflow.problems import get_problem
 
     prob = get_problem("quantreg")
-    print("one update     n        Gibbs coordinate (s, ns/row)    Metropolis energy (s, ns/row)")
+
+    def per_update(fn, short, long, d):
+        t0 = time.perf_counter()
+        fn(short)
+        t1 = time.perf_counter()
+        fn(long)
+        t2 = time.perf_counter()
+        return (t1 - t0) / (short * d), ((t2 - t1) - (t1 - t0)) / ((long - short) * d)
+
+    print("one coordinate update, seconds and ns per row: first (full pass) | steady state")
+    print("               n        Gibbs first         Gibbs steady        Metropolis first    Metropolis steady")
     for n in ns:
         data = prob.simulate(n, np.random.default_rng(2))
         for kind in ("kng", "exponential"):
             mech = get_mechanism("quantreg", kind)
             mech.draw_gibbs(data, 1.0, np.random.default_rng(3), 1, sweeps=1)  # compile
             mech.draw_metropolis(data, 1.0, np.random.default_rng(3), 1, steps=2)
-            sweeps = max(1, int(2e6 // n))
-            t0 = time.perf_counter()
-            mech.draw_gibbs(data, 1.0, np.random.default_rng(3), 1, sweeps=sweeps)
-            tg = (time.perf_counter() - t0) / (sweeps * data.d)
-            steps = max(2, int(2e7 // n))
-            t0 = time.perf_counter()
-            mech.draw_metropolis(data, 1.0, np.random.default_rng(3), 1, steps=steps)
-            tm = (time.perf_counter() - t0) / (steps * data.d)
-            print(f"  {kind:12s} {n:>9.0e}   {tg:.2e}  {tg / n * 1e9:6.1f}              "
-                  f"{tm:.2e}  {tm / n * 1e9:6.1f}")
+            g_first, _ = per_update(lambda k: mech.draw_gibbs(data, 1.0, np.random.default_rng(3), 1, sweeps=k),
+                                    1, 2, data.d)
+            _, g_steady = per_update(lambda k: mech.draw_gibbs(data, 1.0, np.random.default_rng(3), 1, sweeps=k),
+                                     10, 20, data.d)
+            m_first, _ = per_update(lambda k: mech.draw_metropolis(data, 1.0, np.random.default_rng(3), 1, steps=k),
+                                    2, 4, data.d)
+            _, m_steady = per_update(lambda k: mech.draw_metropolis(data, 1.0, np.random.default_rng(3), 1, steps=k),
+                                     1000, 2000, data.d)
+            cols = "".join(f"{max(v, 0.0):.2e} {max(v, 0.0) / n * 1e9:6.1f}      " for v in (g_first, g_steady, m_first, m_steady))
+            print(f"  {kind:12s} {n:>7.0e}   {cols}")
 
 
 def main(argv=None) -> int:
