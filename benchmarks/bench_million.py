@@ -8,8 +8,11 @@ cells of about 0.1 ms each.  Printed in one run:
   single-threaded workers; cluster start-up and calibration excluded) against
   the single-process compute of the same releases (data simulation, streams,
   releases and errors in a plain loop, no Dask, no store) divided by the
-  workers.  The loop runs on every ``--baseline-stride``-th replicate and is
-  scaled up to the whole study;
+  workers.  The loop runs on every ``--baseline-stride``-th replicate, half of
+  them before and half after the engine (the machine's speed may drift over the
+  minutes of a run), and is scaled up to the whole study.  The same loop run in
+  ``--workers`` processes at once shows what the cores give together (they share
+  caches and memory bandwidth), and the engine's wall time against that;
 * the client's peak RSS (this process: it also hosts the scheduler);
 * the store's file count and bytes on disk against the bytes of the numbers it
   holds (``Dataset.nbytes`` of the loaded store);
@@ -97,19 +100,19 @@ def run_engine(spec, store: str, workers: int) -> tuple[float, object]:
         return time.perf_counter() - t0, result
 
 
-def baseline_seconds(spec, stride: int) -> tuple[float, int]:
-    """Single-process seconds of every ``stride``-th replicate's releases, scaled to the whole study.
+def baseline_seconds(spec, stride: int, offset: int = 0) -> tuple[float, int, int]:
+    """Single-process seconds of every ``stride``-th replicate's releases (from ``offset``).
 
     The same work as a task, without Dask or the store: simulate each data set
     once, then each (mechanism, ε) release with its own stream and its error.
-    BLAS runs on one thread, as on a worker.  Returns ``(seconds, releases timed)``.
+    BLAS runs on one thread, as on a worker.  Returns ``(seconds, releases, replicates)`` timed.
     """
     from threadpoolctl import threadpool_limits
 
     from kngflow.sweep import seeds
 
     problem, mechanisms = spec.problem(), spec.build_mechanisms()
-    reps = list(spec.replicates)[::stride]
+    reps = list(spec.replicates)[offset::stride]
     releases = 0
     with threadpool_limits(limits=1):
         for n in spec.n:  # warm-up: compiled kernels load on first use
@@ -128,7 +131,26 @@ def baseline_seconds(spec, stride: int) -> tuple[float, int]:
                         problem.error(rel.estimate)
                         releases += 1
         seconds = time.perf_counter() - t0
-    return seconds * len(spec.replicates) / len(reps), releases
+    return seconds, releases, len(reps)
+
+
+def _baseline_part(args) -> tuple[float, int, int]:
+    spec_text, stride, offset = args
+    from kngflow.sweep import parse_spec
+
+    return baseline_seconds(parse_spec(spec_text), stride, offset)
+
+
+def parallel_baseline_seconds(spec_text: str, spec, stride: int, workers: int) -> float:
+    """The plain loop in ``workers`` processes at once (interleaved replicates, no Dask, no
+    store), scaled to the whole study: what the machine gives when all cores compute."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(workers) as pool:
+        parts = pool.map(_baseline_part, [(spec_text, stride * workers, k * stride) for k in range(workers)])
+    per_replicate = sum(sec / reps for sec, _, reps in parts) / workers
+    return per_replicate * len(spec.replicates) / workers
 
 
 def store_numbers(store: str) -> dict:
@@ -179,13 +201,23 @@ def main(argv=None) -> int:
         spec = parse_spec(SPEC.format(replicates=args.replicates))
         store = str(Path(tmp) / "million.zarr")
         shutil.rmtree(store, ignore_errors=True)
+        # the single-process loop runs half before and half after the engine (interleaved
+        # replicates), so that a machine whose speed drifts over minutes biases neither side
+        stride = 2 * args.baseline_stride
+        before = baseline_seconds(spec, stride, 0)
         wall, result = run_engine(spec, store, args.workers)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
-        base, releases = baseline_seconds(spec, args.baseline_stride)
+        after = baseline_seconds(spec, stride, args.baseline_stride)
+        releases = before[1] + after[1]
+        base = (before[0] + after[0]) * len(spec.replicates) / (before[2] + after[2])
+        parallel = parallel_baseline_seconds(SPEC.format(replicates=args.replicates), spec, args.baseline_stride,
+                                             args.workers)
         per_worker = base / args.workers
         out["million"] = {
             "cells": result.total, "failed": result.failed, "tasks": result.tasks, "wall_s": wall,
-            "baseline_s": base, "baseline_releases_timed": releases, "ratio": wall / per_worker,
+            "baseline_s": base, "baseline_before_s": before[0], "baseline_after_s": after[0],
+            "baseline_releases_timed": releases, "ratio": wall / per_worker,
+            "parallel_plain_s": parallel, "ratio_to_parallel_plain": wall / parallel,
             "client_peak_rss_mb": rss / 2**20,
             **store_numbers(store),
             "status_s": cli_seconds("status", store),
@@ -196,8 +228,11 @@ def main(argv=None) -> int:
               f"{len(spec.epsilon)} eps, {len(spec.labels)} mechanisms); {m['failed']} failed, {m['tasks']} tasks")
         print(f"engine wall     {wall:.1f} s on {args.workers} workers")
         print(f"single process  {base:.1f} s ({releases} releases timed, every {args.baseline_stride}th replicate, "
-              f"scaled) / {args.workers} = {per_worker:.1f} s")
+              f"half before and half after the engine: {before[0]:.1f} s and {after[0]:.1f} s; scaled) "
+              f"/ {args.workers} = {per_worker:.1f} s")
         print(f"ratio           engine / (single process / workers) = {m['ratio']:.2f}")
+        print(f"plain parallel  the same loop in {args.workers} processes at once: {parallel:.1f} s "
+              f"(the cores slow each other by x{parallel / per_worker:.2f}); engine / that = {wall / parallel:.2f}")
         print(f"client peak RSS {m['client_peak_rss_mb']:.0f} MB (client and scheduler)")
         print_store("", m)
         print(f"status          {m['status_s']:.2f} s")

@@ -472,9 +472,14 @@ def main(argv=None) -> int:
     hint = "; run the same command again to resume" if args.command == "run" else ""
     try:
         with exit_on_signals("interrupted by {signal}" + hint):
-            return handler(args)
+            status = handler(args)
+        sys.stdout.flush()  # inside the try: a closed pipe is reported below, not at exit
+        return status
     except Interrupted as exc:
         return exc.status
+    except BrokenPipeError:  # the reader went away (``kngflow status STORE | head``): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports it
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,13 +11,14 @@ included) did not move.
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
 import zarr
 
-from conftest import DETERMINISTIC, assert_same, kngflow_cli
+from conftest import DETERMINISTIC, assert_same, kngflow_cli, kngflow_command
 
 LEGACY = Path(__file__).with_name("data") / "legacy_smoke.zarr"
 SPEC = Path(__file__).resolve().parents[1] / "workflows" / "smoke.toml"
@@ -31,6 +32,12 @@ def test_legacy_store_opens_reports_and_resumes_bit_for_bit(tmp_path):
 
     status = kngflow_cli("status", store)
     assert status.returncode == 0 and "overall: 32 done, 0 failed, 32 total" in status.stdout, status.stdout + status.stderr
+    # a reader that goes away (``kngflow status STORE | head -1``) gets no traceback
+    proc = subprocess.Popen([*kngflow_command(), "status", str(store)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()
+    assert proc.wait(timeout=120) == 141
+    assert proc.stderr.read() == ""
     report = kngflow_cli("report", store, "--out", tmp_path / "report")
     assert report.returncode == 0, report.stderr
     assert "| kng | 10^3 | 1 | 4/4 |" in (tmp_path / "report" / "report.md").read_text()

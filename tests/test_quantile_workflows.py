@@ -12,7 +12,7 @@ from kngflow.samplers import SAMPLER_CODES
 from kngflow.sweep import load_spec
 
 WORKFLOWS = Path(__file__).resolve().parents[1] / "workflows"
-QUANTILE_WORKFLOWS = ["kng_quantile", "kng_quantile_large", "kng_quantile_tau", "kng_median"]
+QUANTILE_WORKFLOWS = ["kng_quantile", "kng_quantile_large", "kng_quantile_tau", "kng_quantile_tau01", "kng_median"]
 
 
 @pytest.mark.parametrize("name", QUANTILE_WORKFLOWS)
