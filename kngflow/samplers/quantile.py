@@ -602,6 +602,20 @@ def _qr_full_energy(X, tau, a, target, code, g, out_g, c0):
 
 
 @jit
+def _qr_build(X, y, tau, a, target, code, theta, W, cap, o, idx, rb, out_g, out_h, ms, c0s, Ws, ref, rs, g, dref):
+    """Rebuild band buffer ``o`` at ``theta`` with half-width ``W``; return the energy there."""
+    m, c0 = _qr_rebuild(X, y, tau, theta, W, cap, target, idx[o], rb[o], out_g[o], out_h[o])
+    ms[o] = m
+    c0s[o] = c0
+    Ws[o] = W
+    ref[o, :] = theta
+    if m < 0:
+        return _qr_full_energy(X, tau, a, target, code, g, out_g[o], c0)
+    dref[:] = 0.0
+    return _qr_band_energy(X, tau, a, target, code, idx[o], rb[o], m, 0, 0.0, rs, g, out_g[o], out_h[o], c0, dref)
+
+
+@jit
 def qr_metropolis_chains(rng, X, y, tau, a, center, B, base_scale, target, code, steps, out, acc_out):
     """The generic random-walk Metropolis kernel for quantile regression, on a residual band.
 
@@ -645,17 +659,8 @@ def qr_metropolis_chains(rng, X, y, tau, a, center, B, base_scale, target, code,
             sig[i] = 0.5 * radius
             nacc[i] = 0.0
         cur = 0  # which band buffer is current
-        W = BAND_WIDTH * sig.sum()
-        mm, cc = _qr_rebuild(X, y, tau, theta, W, cap, target, idx[cur], rb[cur], out_g[cur], out_h[cur])
-        ms[cur] = mm
-        c0s[cur] = cc
-        Ws[cur] = W
-        ref[cur, :] = theta
-        e = _qr_full_energy(X, tau, a, target, code, g, out_g[cur], c0s[cur])
-        if ms[cur] >= 0:
-            dref[:] = 0.0
-            e = _qr_band_energy(X, tau, a, target, code, idx[cur], rb[cur], ms[cur], 0, 0.0, rs, g,
-                                out_g[cur], out_h[cur], c0s[cur], dref)
+        e = _qr_build(X, y, tau, a, target, code, theta, BAND_WIDTH * sig.sum(), cap, cur,
+                      idx, rb, out_g, out_h, ms, c0s, Ws, ref, rs, g, dref)
         l1 = 0.0
         accepted = 0
         proposed = 0
@@ -687,18 +692,8 @@ def qr_metropolis_chains(rng, X, y, tau, a, center, B, base_scale, target, code,
                         en = _qr_band_energy(X, tau, a, target, code, idx[cur], rb[cur], ms[cur], j, tn - tj, rs, g,
                                              out_g[cur], out_h[cur], c0s[cur], dref)
                     else:  # rebuild at the proposal into the other buffer
-                        o = 1 - cur
-                        W = BAND_WIDTH * sig.sum()
-                        mm, cc = _qr_rebuild(X, y, tau, theta, W, cap, target, idx[o], rb[o], out_g[o], out_h[o])
-                        ms[o] = mm
-                        c0s[o] = cc
-                        Ws[o] = W
-                        ref[o, :] = theta
-                        en = _qr_full_energy(X, tau, a, target, code, g, out_g[o], c0s[o])
-                        if ms[o] >= 0:
-                            dref[:] = 0.0
-                            en = _qr_band_energy(X, tau, a, target, code, idx[o], rb[o], ms[o], 0, 0.0, rs, g,
-                                                 out_g[o], out_h[o], c0s[o], dref)
+                        en = _qr_build(X, y, tau, a, target, code, theta, BAND_WIDTH * sig.sum(), cap, 1 - cur,
+                                       idx, rb, out_g, out_h, ms, c0s, Ws, ref, rs, g, dref)
                     de = en - e + dbase
                     if de <= 0.0 or rng.random() < math.exp(-de):
                         ok = True
@@ -725,13 +720,9 @@ def qr_metropolis_chains(rng, X, y, tau, a, center, B, base_scale, target, code,
                     nacc[j] = 0.0
                 W = BAND_WIDTH * sig.sum()
                 if ms[cur] < 0 or Ws[cur] > 4.0 * W:  # scales shrank: a narrower band
-                    o = 1 - cur
-                    mm, cc = _qr_rebuild(X, y, tau, theta, W, cap, target, idx[o], rb[o], out_g[o], out_h[o])
-                    ms[o] = mm
-                    c0s[o] = cc
-                    Ws[o] = W
-                    ref[o, :] = theta
-                    cur = o
+                    cur = 1 - cur
+                    _qr_build(X, y, tau, a, target, code, theta, W, cap, cur, idx, rb, out_g, out_h, ms, c0s, Ws,
+                              ref, rs, g, dref)
         for i in range(d):
             out[ch, i] = theta[i]
         acc_out[ch] = accepted / proposed if proposed > 0 else np.nan
