@@ -25,11 +25,17 @@ so ``g`` is piecewise constant in ``t`` with at most ``n`` breaks (KNG condition
 piecewise constant) and ``l_n`` is piecewise linear with slope ``g_j`` (exponential
 mechanism: piecewise exponential).  The breaks are sorted by a distribution sort
 (:func:`bucket_argsort`, expected ``O(n)``, worst case ``O(n log n)``); one pass
-updates ``g`` by ``sign(x_ij) x_i`` at each break (``O(n d)``).
+updates ``g`` by ``sign(x_ij) x_i`` at each break (``O(n d)``).  The exponential
+mechanism's conditional is log-concave, so only the breaks in a window around the mode
+are sorted, with exact tangent envelopes and rejection outside
+(:func:`_qr_exp_conditional`).
 
-Gradients and losses for the generic Metropolis kernel (:mod:`kngflow.samplers.generic`):
-:func:`qr_gradient`, :func:`qr_loss` (``O(n d)`` per evaluation, ``args = (X, y, tau)``)
-and the 1-D :func:`quantile_gradient` (``O(log n)``), :func:`quantile_loss` (``O(n)``).
+Metropolis (:func:`qr_metropolis_chains`): the generic kernel's chain with the energy
+evaluated on a band of residuals near zero (``O(band d)`` per proposal once the
+proposal scales are tuned).  Gradients and losses for the generic Metropolis kernel
+(:mod:`kngflow.samplers.generic`): :func:`qr_gradient`, :func:`qr_loss` (``O(n d)`` per
+evaluation, ``args = (X, y, tau)``) and the 1-D :func:`quantile_gradient`
+(``O(log n)``), :func:`quantile_loss` (``O(n)``).
 """
 
 from __future__ import annotations
