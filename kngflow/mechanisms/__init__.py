@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 
 from .base import Release
-from . import geomedian, mean, quantile, quantreg
+from . import geomedian, logistic, mean, quantile, quantreg
 from .linear import KNG, Exponential, ExtendedObjectivePerturbation, NonPrivate, ObjectivePerturbation
 from .quantile import private_quantile
 
@@ -25,6 +25,7 @@ MECHANISMS = {
     "quantreg": {"nonprivate": quantreg.NonPrivate, "kng": quantreg.KNG, "exponential": quantreg.Exponential},
     "mean": {"nonprivate": mean.NonPrivate, "kng": mean.KNG, "exponential": mean.Exponential},
     "geomedian": {"nonprivate": geomedian.NonPrivate, "kng": geomedian.KNG},
+    "logistic": {"nonprivate": logistic.NonPrivate, "kng": logistic.KNG},
 }
 
 __all__ = ["MECHANISMS", "Release", "get_mechanism", "allowed_options", "private_quantile"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .geomedian import GeoMedianProblem
 from .linear import LinearProblem
+from .logistic import LogisticProblem
 from .mean import MeanProblem
 from .quantile import QuantileProblem
 from .quantreg import QuantRegProblem
@@ -18,6 +19,7 @@ PROBLEMS = {
     "quantreg": QuantRegProblem,
     "mean": MeanProblem,
     "geomedian": GeoMedianProblem,
+    "logistic": LogisticProblem,
 }
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "get_problem",
     "GeoMedianProblem",
     "LinearProblem",
+    "LogisticProblem",
     "MeanProblem",
     "QuantileProblem",
     "QuantRegProblem",

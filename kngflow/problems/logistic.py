@@ -1,0 +1,226 @@
+"""Logistic regression (Awan & Slavković, Algorithm 3): data, loss, gradient, sensitivities.
+
+Model
+-----
+Records ``(x_i, y_i)`` with ``x_i`` in ``[-1, 1]^m`` (no intercept column: Algorithm 3
+draws every ``X_ij ~ U[-1, 1]``) and ``y_i`` in ``{0, 1}``;
+``P(y_i = 1) = sigma(x_i' beta)``, ``sigma(t) = 1 / (1 + e^-t)``.  The loss and its
+gradient are
+
+    l_n(beta) = sum_i log(1 + exp(x_i' beta)) - y_i x_i' beta,
+    grad l_n(beta) = sum_i x_i (sigma(x_i' beta) - y_i).
+
+There are no sufficient statistics; the data are kept (one ``n x m`` array).
+
+Sensitivities (derived here)
+----------------------------
+One record contributes ``x_i (sigma(x_i' beta) - y_i)`` with ``|sigma - y| < 1`` and
+``|x_ij| <= 1``, so two records differ by at most ``2 sup ||x||_K``: ``Delta_inf = 2``,
+``Delta_2 = 2 sqrt(m)``, ``Delta_1 = 2 m`` — for every ``beta``, the values the paper uses
+(§5; it calls the last two approximate, but they are the suprema: ``x = (1, ..., 1)``,
+``y = 0`` against ``x' = (1, ..., 1, 1 - delta)``, ``y' = 1``, with ``x'beta -> +inf`` and
+``x''beta -> -inf``, gives a difference tending to ``x + x'``).  The suprema are
+approached only as ``|x'beta| -> inf``; on a bounded ``Theta`` the attained sensitivity is
+smaller (``|sigma - y| <= sigma(B)`` and, for ℓ1/ℓ2, nearly collinear records), so these
+``Delta`` are valid but conservative there.  One record's Hessian ``sigma (1 - sigma) x x'`` has eigenvalues at most
+``||x||_2^2 / 4 <= m / 4``: the bound ``lambda`` of objective perturbation.  As
+``||beta|| -> inf`` the gradient tends to ``sum_i x_i (1{x_i' beta > 0} - y_i)``, which
+does not grow, so KNG's density does not decay: ``Theta`` is bounded (uniform base on
+``{||beta||_1 <= B}``; ``||beta*||_1 = 4`` in Algorithm 3).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from .._jit import jit
+from .base import SimulatedProblem, check_vector
+
+__all__ = [
+    "LogisticData",
+    "LogisticProblem",
+    "logistic_data",
+    "gradient_sensitivity",
+    "hessian_bound",
+    "logistic_gradient",
+    "logistic_loss",
+    "logistic_mle",
+    "PAPER_BETA",
+]
+
+#: Algorithm 3's coefficients (m = 7)
+PAPER_BETA = (0.0, -1.0, -0.5, -0.25, 0.0, 0.75, 1.5)
+
+
+class LogisticData(NamedTuple):
+    """``X`` (n, m) C-contiguous float64 in ``[-1, 1]``; ``y`` (n,) float64 in ``{0, 1}``."""
+
+    X: np.ndarray
+    y: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def d(self) -> int:
+        return int(self.X.shape[1])
+
+
+def logistic_data(X, y) -> LogisticData:
+    """Validate a user's data: ``X`` (n, m) finite in ``[-1, 1]``, ``y`` (n,) in ``{0, 1}``."""
+    X = np.asarray(X)
+    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"X must be a non-empty 2-D array (n, m), got shape {X.shape}")
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    if not (np.isfinite(X).all() and np.all(np.abs(X) <= 1.0)):
+        raise ValueError("X must be finite and in [-1, 1] (rescale the covariates with public bounds)")
+    y = np.asarray(y, dtype=np.float64)
+    if y.shape != (X.shape[0],):
+        raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
+    if not np.all((y == 0.0) | (y == 1.0)):
+        raise ValueError("y must hold only 0 and 1")
+    return LogisticData(X, np.ascontiguousarray(y))
+
+
+def gradient_sensitivity(norm: str, m: int) -> float:
+    """``2 sup{||x||_K : x in [-1, 1]^m}``: 2 (ℓ∞), ``2 sqrt(m)`` (ℓ2), ``2 m`` (ℓ1)."""
+    return {"linf": 2.0, "l2": 2.0 * math.sqrt(m), "l1": 2.0 * m}[norm]
+
+
+def hessian_bound(m: int) -> float:
+    """``lambda = m / 4``: the largest eigenvalue of one record's Hessian ``sigma(1 - sigma) x x'``."""
+    return m / 4.0
+
+
+@jit
+def _log1pexp(t):
+    return t + math.log1p(math.exp(-t)) if t > 0.0 else math.log1p(math.exp(t))
+
+
+@jit
+def logistic_gradient(beta, args, g):
+    """``g = sum_i x_i (sigma(x_i' beta) - y_i)`` in ``O(n m)``; ``args = (X, y)``."""
+    X, y = args
+    n, m = X.shape
+    for j in range(m):
+        g[j] = 0.0
+    for i in range(n):
+        t = 0.0
+        for j in range(m):
+            t += X[i, j] * beta[j]
+        w = 1.0 / (1.0 + math.exp(-t)) - y[i]
+        for j in range(m):
+            g[j] += w * X[i, j]
+
+
+@jit
+def logistic_loss(beta, args):
+    """``sum_i log(1 + exp(x_i' beta)) - y_i x_i' beta`` in ``O(n m)``; ``args = (X, y)``."""
+    X, y = args
+    n, m = X.shape
+    s = 0.0
+    for i in range(n):
+        t = 0.0
+        for j in range(m):
+            t += X[i, j] * beta[j]
+        s += _log1pexp(t) - y[i] * t
+    return s
+
+
+def logistic_mle(data: LogisticData, *, tol: float = 1e-10, max_iter: int = 100) -> np.ndarray:
+    """The maximum-likelihood estimate by Newton's method with step halving, from 0.
+
+    Stops when the Newton decrement is below ``tol``.  Where the MLE does not exist
+    (separated data: the loss decreases without bound along a direction) the iteration
+    stops after ``max_iter`` steps and returns its last iterate, a large finite vector,
+    so a simulation study still gets a (poor) non-private estimate.
+    """
+    X, y = data.X, data.y
+    beta = np.zeros(data.d)
+    loss = logistic_loss(beta, (X, y))
+    g = np.empty(data.d)
+    for _ in range(max_iter):
+        logistic_gradient(beta, (X, y), g)
+        p = 1.0 / (1.0 + np.exp(-(X @ beta)))
+        H = (X * (p * (1.0 - p))[:, None]).T @ X
+        try:
+            step = np.linalg.solve(H, g)
+        except np.linalg.LinAlgError:
+            step = np.linalg.lstsq(H, g, rcond=None)[0]
+        if not np.all(np.isfinite(step)) or float(g @ step) < tol:
+            break
+        t = 1.0
+        while t > 1e-12:
+            new = beta - t * step
+            new_loss = logistic_loss(new, (X, y))
+            if new_loss <= loss:
+                break
+            t /= 2.0
+        else:
+            break
+        beta, loss = new, new_loss
+    return beta
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogisticProblem(SimulatedProblem):
+    """Simulated logistic regression (Awan & Slavković, Algorithm 3).
+
+    ``X_ij ~ U[-1, 1]``, ``U_i ~ U[0, 1]``, ``Y_i = 1{U_i < sigma(x_i' beta)}``.
+
+    Parameters
+    ----------
+    beta : list of m floats (default Algorithm 3's seven coefficients); ``m = len(beta)``.
+    """
+
+    beta: tuple | None = None
+    name: str = field(default="logistic", init=False)
+
+    def __post_init__(self):
+        beta = PAPER_BETA if self.beta is None else self.beta
+        n = len(beta) if isinstance(beta, (list, tuple)) else 0
+        if n < 1:
+            raise ValueError(f"beta must be a non-empty list of finite numbers, got {self.beta!r}")
+        object.__setattr__(self, "beta", check_vector("beta", list(beta), n))
+
+    @property
+    def d(self) -> int:
+        return len(self.beta)
+
+    @property
+    def theta_star(self) -> np.ndarray:
+        return np.array(self.beta)
+
+    def simulate(self, n: int, rng: np.random.Generator) -> LogisticData:
+        """One data set: ``X`` (n, m) and ``y`` (n,), the only ``n x m`` array."""
+        self.check_n(n)
+        X = rng.random((n, self.d))
+        X *= 2.0
+        X -= 1.0
+        u = rng.random(n)
+        y = (u < 1.0 / (1.0 + np.exp(-(X @ self.theta_star)))).astype(np.float64)
+        return LogisticData(X, y)
+
+    def audit_records(self) -> tuple[np.ndarray, np.ndarray]:
+        """Records ``(x_1, ..., x_m, y)`` for privacy audits: ``(boundary, fill)``.
+
+        ``boundary``: ``x`` at the corners of ``[-1, 1]^m`` (where ``sup ||x||_K`` is
+        reached) with ``y`` in ``{0, 1}``; ``fill``: ``x`` in ``{-1, 0, 1}^m``
+        (``m <= 4``; corners and 0 beyond) with ``y`` in ``{0, 1}``.
+        """
+        corners = list(itertools.product((-1.0, 1.0), repeat=self.d))
+        xs = list(itertools.product((-1.0, 0.0, 1.0), repeat=self.d)) if self.d <= 4 else corners + [(0.0,) * self.d]
+        boundary = np.array([[*x, y] for x in corners for y in (0.0, 1.0)])
+        fill = np.array([[*x, y] for x in xs for y in (0.0, 1.0)])
+        return boundary, fill
+
+    def audit_data(self, records: np.ndarray) -> LogisticData:
+        """Mechanism input for a data set given as records ``(k, m + 1)``."""
+        records = np.asarray(records, dtype=float)
+        return logistic_data(records[:, :-1], records[:, -1])
