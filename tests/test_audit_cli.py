@@ -38,7 +38,7 @@ def test_audit_objective_uses_the_closed_form_noise_audit():
     (["kng", "--draws", "10"], "--draws must be >= 100"),
     (["kng", "--norm", "l7"], "norm must be one of"),
     (["laplace"], "mechanism kind must be one of"),
-    (["kng", "--problem", "logistic"], "problem must be one of"),
+    (["kng", "--problem", "poisson"], "problem must be one of"),
     (["kng", "--protocol", "secret"], "protocol must be one of"),
     (["kng", "--pair", "(1,2) -> (1,2,3)"], "must hold 3 finite numbers"),
     (["objective_ext", "--q", "2"], "q must lie in the open interval"),

@@ -94,7 +94,7 @@ def test_lookup_errors():
     with pytest.raises(ValueError, match="mechanism kind must be one of"):
         get_mechanism("linear", "laplace")
     with pytest.raises(ValueError, match="problem must be one of"):
-        get_mechanism("logistic", "kng")
+        get_mechanism("poisson", "kng")
 
 
 @pytest.mark.parametrize("eps, exc", [(0.0, ValueError), (-1.0, ValueError), (np.nan, ValueError),
