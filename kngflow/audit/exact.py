@@ -8,7 +8,10 @@ data sets ``D, D'`` are normalised numerically, and the privacy loss of the pair
     L(D, D') = max_theta |log f_D(theta) - log f_D'(theta)|
              = max_theta |E_D'(theta) - E_D(theta) + log Z_D' - log Z_D|,
 
-with ``E`` the energy and ``Z`` the normaliser.  ε-DP requires ``L <= epsilon`` for every
+with ``E`` the energy and ``Z`` the normaliser (a mechanism whose ``log_density`` is
+exact up to a data-independent constant says so by ``density_normalised = True``; its
+ratio is then read pointwise, with no quadrature, on a box large enough to approach the
+supremum — objective perturbation on ``Theta = R^d``).  ε-DP requires ``L <= epsilon`` for every
 adjacent pair.  The only numerical error is the quadrature of ``log Z_D - log Z_D'``
 (the energies are exact at grid points); it is estimated as the change of that
 difference between spacings ``h`` and ``2h`` (the Riemann sum's error is ``O(h)``, so
@@ -108,6 +111,8 @@ def _grid(mechanism, problem, points: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _normalised(mechanism, data, epsilon, theta):
     ld = mechanism.log_density(data, epsilon, theta).ravel()
+    if getattr(mechanism, "density_normalised", False):
+        return ld
     return ld - np.logaddexp.reduce(ld)
 
 
@@ -118,7 +123,7 @@ def _pair_loss(mechanism, problem, pair, epsilon, fine, coarse):
     if np.any(inside != np.isfinite(l2)):
         return np.inf, 0.0  # different supports: unbounded loss
     loss = float(np.max(np.abs(l1[inside] - l2[inside])))
-    if coarse is None:
+    if coarse is None or getattr(mechanism, "density_normalised", False):
         return loss, 0.0
     # log Z_D - log Z_D' at spacing h and 2h (cell volumes cancel in the difference)
     e1, e2 = (mechanism.log_density(x, epsilon, fine).ravel() for x in (D, D2))

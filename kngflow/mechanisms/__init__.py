@@ -25,7 +25,11 @@ MECHANISMS = {
     "quantreg": {"nonprivate": quantreg.NonPrivate, "kng": quantreg.KNG, "exponential": quantreg.Exponential},
     "mean": {"nonprivate": mean.NonPrivate, "kng": mean.KNG, "exponential": mean.Exponential},
     "geomedian": {"nonprivate": geomedian.NonPrivate, "kng": geomedian.KNG},
-    "logistic": {"nonprivate": logistic.NonPrivate, "kng": logistic.KNG},
+    "logistic": {
+        "nonprivate": logistic.NonPrivate,
+        "kng": logistic.KNG,
+        "objective_ext": logistic.ExtendedObjectivePerturbation,
+    },
 }
 
 __all__ = ["MECHANISMS", "Release", "get_mechanism", "allowed_options", "private_quantile"]
