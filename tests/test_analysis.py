@@ -7,6 +7,7 @@ seeds and error laws known in closed form.
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 
@@ -508,3 +509,41 @@ def test_accessor_plot_shortcuts(eps_store):
     fig = ds.kng.plot_error_vs_n(epsilon=1.0)
     assert fig.axes[0].get_xlabel() == "log10(n)"
     assert ds.kng.plot_coverage_vs_epsilon(n=10**4).axes[0].get_yscale() == "linear"
+
+
+# ---------------------------------------------------------------------------
+# ε-DP and (ε, δ)-DP in one study
+# ---------------------------------------------------------------------------
+def _delta_store(deltas: dict | None):
+    mechs = [SM("np", "nonprivate"), SM("out", "output", lambda n, e: 1.0 / (n * e)),
+             SM("sgd", "dpsgd", lambda n, e: 1.0 / (n * e))]
+    ds = synthetic_dataset(mechs, n=[100, 1000], replicates=5, d=2, seed=2,
+                           epsilon=[0.5, 1.0])
+    if deltas is not None:
+        ds.attrs["delta"] = json.dumps(deltas)
+    return ds
+
+
+def test_report_marks_epsilon_delta_mechanisms_when_mixed():
+    from kngflow.analysis.report import report_markdown
+
+    ds = _delta_store({"np": 0.0, "out": 0.0, "sgd": 1e-5})
+    assert summaries.mechanism_deltas(ds) == {"np": 0.0, "out": 0.0, "sgd": 1e-5}
+    md = report_markdown(ds)
+    assert "mixes ε-DP and (ε, δ)-DP mechanisms" in md
+    assert "sgd (dpsgd, (ε, δ=1e-05)-DP)" in md and "out (output, ε-DP)" in md
+    rows = [ln for ln in md.splitlines() if ln.startswith("| sgd")]
+    assert rows and all(ln.startswith("| sgd (ε, δ=1e-05) |") for ln in rows)  # every sgd row is marked
+    assert figures._styles(ds)["sgd"]["legend"] == "sgd (ε, δ=1e-05)"
+
+
+@pytest.mark.parametrize("deltas", [None, {"np": 0.0, "out": 0.0, "sgd": 0.0}])
+def test_report_without_epsilon_delta_mechanisms_says_nothing_of_delta(deltas):
+    """Stores written before δ was recorded (no attribute) read as ε-DP only."""
+    from kngflow.analysis.report import report_markdown
+
+    ds = _delta_store(deltas)
+    assert set(summaries.mechanism_deltas(ds).values()) == {0.0}
+    md = report_markdown(ds)
+    assert "mixes" not in md and "δ=" not in md
+    assert any(ln.startswith("| sgd |") for ln in md.splitlines())

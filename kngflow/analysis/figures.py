@@ -60,6 +60,8 @@ YLABEL_N = "log10(average ℓ2 distance to truth)"
 
 def _styles(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
     kinds = _s.mechanism_kinds(ds)
+    deltas = _s.mechanism_deltas(ds)
+    mixed = any(deltas.values()) and not all(deltas.values())
     styles: dict[str, dict[str, Any]] = {}
     used: set[str] = set()
     spare = iter(_CYCLE * 4)
@@ -69,6 +71,8 @@ def _styles(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
             color = next(c for c in spare if c not in used)
         used.add(color)
         styles[label] = {"color": color, "marker": _MARKERS[i % len(_MARKERS)]}
+        if mixed and deltas.get(label, 0.0) > 0:  # ε-DP and (ε, δ)-DP in one legend: say which is which
+            styles[label]["legend"] = f"{label} (ε, δ={deltas[label]:g})"
     return styles
 
 
@@ -85,7 +89,7 @@ def _titled(ds: xr.Dataset, what: str) -> str:
 def _draw_series(ax: Axes, x, y, yerr, partial, style: dict[str, Any], label: str) -> None:
     """One mechanism's line with ±1 SE bars; open markers at partial points."""
     color, marker = style.get("color"), style.get("marker", "o")
-    ax.plot(x, y, marker=marker, color=color, label=label, linewidth=1.5, markersize=5)
+    ax.plot(x, y, marker=marker, color=color, label=style.get("legend", label), linewidth=1.5, markersize=5)
     if yerr is not None:
         ax.errorbar(x, y, yerr=yerr, fmt="none", ecolor=color, capsize=0, elinewidth=1)
     partial = np.asarray(partial, dtype=bool) & np.isfinite(np.asarray(y, dtype=float))

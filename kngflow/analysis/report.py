@@ -136,6 +136,8 @@ def report_markdown(
     summ = (_s.error_summary(ds) if summary is None else summary).compute()
     info = _s.completeness(ds) if info is None else info
     kinds = _s.mechanism_kinds(ds)
+    deltas = _s.mechanism_deltas(ds)
+    mixed = any(deltas.values()) and not all(deltas.values())
     ref = _s.reference_label(ds, required=False)
     R = info["n_replicates"]
     mechs = [str(m) for m in summ["mechanism"].values]
@@ -157,7 +159,15 @@ def report_markdown(
         f"- grid: {len(mechs)} mechanisms × {n_vals.size} n ({', '.join(_s.format_n(n) for n in n_vals)}) × "
         f"{eps_vals.size} ε ({', '.join(_s.format_epsilon(e) for e in eps_vals)}) × {R} replicates"
     )
-    meta.append(f"- mechanisms: {', '.join(f'{m} ({kinds.get(m, m)})' for m in mechs)}")
+    def _tag(m: str) -> str:
+        return "" if kinds.get(m) == _s.NONPRIVATE_KIND else ", " + _s.privacy_tag(deltas.get(m, 0.0))
+
+    meta.append(f"- mechanisms: {', '.join(f'{m} ({kinds.get(m, m)}{_tag(m)})' for m in mechs)}")
+    if mixed:
+        meta.append(
+            "- privacy: this study mixes ε-DP and (ε, δ)-DP mechanisms; rows of the latter are marked "
+            "(ε, δ); at equal ε they promise less, so do not compare them as equals"
+        )
     meta.append(f"- non-private reference: {ref if ref is not None else 'none (no mechanism of kind nonprivate)'}")
     if ds.attrs.get("caveats"):
         meta.append(f"- caveats: {ds.attrs['caveats']}")
@@ -178,6 +188,10 @@ def report_markdown(
         if notes:
             md.append("")
 
+    def _name(m: str) -> str:
+        """A table's mechanism cell: marked when ε-DP and (ε, δ)-DP rows share the table."""
+        return f"{m} (ε, δ={deltas[m]:g})" if mixed and deltas.get(m, 0.0) > 0 else m
+
     def _eps_rows(m: str) -> list[tuple[float, str]]:
         # the non-private estimator ignores ε (the same data serve every ε): one row, "any"
         if kinds.get(m) == "nonprivate" and eps_vals.size > 1:
@@ -195,7 +209,7 @@ def report_markdown(
             for e, e_text in _eps_rows(m):
                 c = summ.sel(mechanism=m, n=n, epsilon=e)
                 row = [
-                    m,
+                    _name(m),
                     _s.format_n(n),
                     e_text,
                     f"{int(c['n_done'])}/{R}",
@@ -234,7 +248,7 @@ def report_markdown(
         rows = []
         for m in mechs:
             for e, e_text in _eps_rows(m):
-                row = [m, e_text] + _fit_cells(all_fit.sel(mechanism=m, epsilon=e))
+                row = [_name(m), e_text] + _fit_cells(all_fit.sel(mechanism=m, epsilon=e))
                 if tail is not None:
                     row += _fit_cells(tail.sel(mechanism=m, epsilon=e))
                 rows.append(row)
@@ -247,7 +261,7 @@ def report_markdown(
         md.append("Paired over replicates finished for both; ratio → 1 means no asymptotic cost of privacy.")
         md.append("")
         several_eps = eps_vals.size > 1
-        header = ["n"] + (["ε"] if several_eps else []) + [f"{m} ({kinds[m]})" for m in focus]
+        header = ["n"] + (["ε"] if several_eps else []) + [f"{_name(m)} ({kinds[m]})" for m in focus]
         rows = []
         for n in n_vals:
             for e in eps_vals:
@@ -290,7 +304,7 @@ def report_markdown(
                     c = both.sel(mechanism=m, n=n, epsilon=e)
                     rows.append(
                         [
-                            m,
+                            _name(m),
                             _s.format_n(n),
                             _s.format_epsilon(e),
                             str(int(c["k"])),

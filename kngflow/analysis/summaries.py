@@ -37,6 +37,7 @@ inflated by ``√(χ²/dof)`` (Birge ratio) and the fit is flagged ``curved``.
 
 from __future__ import annotations
 
+import json
 import math
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -49,6 +50,8 @@ from scipy import special  # not scipy.stats: its import alone costs ~0.7 s of e
 __all__ = [
     "NONPRIVATE_KIND",
     "mechanism_kinds",
+    "mechanism_deltas",
+    "privacy_tag",
     "reference_label",
     "finished",
     "masked",
@@ -126,6 +129,25 @@ def mechanism_kinds(ds: xr.Dataset) -> dict[str, str]:
             kinds[str(label)] = str(kind)
     labels = [str(m) for m in ds["mechanism"].values] if "mechanism" in ds.coords else []
     return {label: kinds.get(label, label) for label in labels}
+
+
+def mechanism_deltas(ds: xr.Dataset) -> dict[str, float]:
+    """Map each mechanism label to its δ: 0 for ε-DP, δ > 0 for (ε, δ)-DP mechanisms.
+
+    From ``ds.attrs["delta"]`` (JSON written by the sweep engine); stores written before
+    it existed held only ε-DP mechanisms, so a missing entry reads 0.
+    """
+    try:
+        deltas = json.loads(ds.attrs.get("delta", "{}"))
+    except (TypeError, ValueError):
+        deltas = {}
+    labels = [str(m) for m in ds["mechanism"].values] if "mechanism" in ds.coords else []
+    return {label: float(deltas.get(label, 0.0)) for label in labels}
+
+
+def privacy_tag(delta: float) -> str:
+    """``"ε-DP"`` or ``"(ε, δ=1e-05)-DP"``."""
+    return "ε-DP" if delta == 0 else f"(ε, δ={delta:g})-DP"
 
 
 def reference_label(ds: xr.Dataset, reference: str | None = None, *, required: bool = True) -> str | None:
