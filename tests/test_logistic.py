@@ -17,6 +17,7 @@ from scipy import stats
 from conftest import kngflow_cli
 from kngflow.audit import exact_audit
 from kngflow.mechanisms import get_mechanism
+from kngflow.noise import knorm
 from kngflow.problems import get_problem
 from kngflow.problems.logistic import PAPER_BETA, gradient_sensitivity, logistic_data, logistic_gradient
 
@@ -186,3 +187,35 @@ def test_objective_ext_gamma_is_positive_and_matches_the_privacy_split():
     assert m.noise_scale(7, 1.0) == pytest.approx(2 / 0.85)
     with pytest.raises(ValueError, match="q must lie in the open interval"):
         get_mechanism("logistic", "objective_ext", q=1.0)
+
+
+def test_extended_at_half_is_the_classical_objective_perturbation():
+    """Same noise draw: objective_ext(l2, q = 1/2) returns the classical (Kifer et al.)
+    estimate with Awan & Slavković's reduced gamma, and with the printed gamma = 2 lambda /
+    eps the classical one is the same solve at that gamma; a different q does not match."""
+    data = get_problem("logistic").simulate(500, np.random.default_rng(8))
+    ext = get_mechanism("logistic", "objective_ext", norm="l2", q=0.5)
+    for eps in (0.25, 1.0, 4.0):
+        red = get_mechanism("logistic", "objective", gamma_rule="reduced")
+        a = ext.release(data, eps, np.random.default_rng(9)).estimate
+        np.testing.assert_array_equal(red.release(data, eps, np.random.default_rng(9)).estimate, a)
+        kifer = get_mechanism("logistic", "objective")
+        assert kifer.noise_scale(7, eps) == ext.noise_scale(7, eps) == 2 * gradient_sensitivity("l2", 7) / eps
+        assert kifer.gamma(7, eps) == pytest.approx(2 * (7 / 4) / eps) and kifer.gamma(7, eps) > ext.gamma(7, eps)
+        b = kifer.release(data, eps, np.random.default_rng(9)).estimate
+        V = knorm(np.random.default_rng(9), "l2", 7, ext.noise_scale(7, eps))
+        np.testing.assert_allclose(ext.solve(data, V, kifer.gamma(7, eps))[0], b, rtol=0, atol=1e-12)
+        other = get_mechanism("logistic", "objective_ext", norm="l2", q=0.6)
+        assert not np.allclose(other.release(data, eps, np.random.default_rng(9)).estimate, a)
+
+
+@pytest.mark.parametrize("rule", ["kifer", "reduced"])
+def test_classical_objective_exact_audit(rule):
+    """m = 2, epsilon = 1: losses 0.69 (printed gamma) and 0.78 (reduced); 1.26 and 1.56
+    at 2 epsilon (caught)."""
+    p = get_problem("logistic", beta=[0.5, -1.0])
+    m = get_mechanism("logistic", "objective", gamma_rule=rule)
+    ok = exact_audit(m, p, 1.0, candidates=60, points=401)
+    assert ok.passed, ok.summary()
+    bad = exact_audit(m, p, 1.0, run_epsilon=2.0, candidates=60, points=401)
+    assert not bad.passed, bad.summary()

@@ -25,7 +25,7 @@ from ..problems.logistic import (
 from .base import Release, check_choice, check_epsilon, check_int, check_positive, check_rng
 from .generic import NORMS, GenericKNG, NonPrivateBase
 
-__all__ = ["NonPrivate", "KNG", "ExtendedObjectivePerturbation", "check_logistic_data"]
+__all__ = ["NonPrivate", "KNG", "ExtendedObjectivePerturbation", "ObjectivePerturbation", "check_logistic_data"]
 
 _ORD = {"l1": 1, "l2": 2, "linf": np.inf}
 
@@ -241,3 +241,33 @@ class ExtendedObjectivePerturbation:
         largest log ratio at the grid points; the gradient-difference part approaches its
         supremum as ``|x'theta|`` grows, within ``e^-40`` at the box's edge."""
         return np.full(d, -40.0), np.full(d, 40.0)
+
+
+class ObjectivePerturbation(ExtendedObjectivePerturbation):
+    """Classical objective perturbation (Kifer et al. 2012; Awan & Slavković Algorithm 1).
+
+    ℓ2 noise ``V ∝ exp(-(eps / (2 Delta_2)) ||V||_2)`` — Algorithm 2 at ``q = 1/2`` — and
+    the regulariser ``gamma = 2 lambda / eps`` as printed (``gamma_rule="kifer"``), or the
+    smaller ``lambda / (exp(eps/2) - 1)`` the paper derives (``"reduced"``, equal to
+    :class:`ExtendedObjectivePerturbation` with ``norm="l2"``, ``q=0.5``).  Privacy: the
+    noise share is ``eps/2`` as in Algorithm 2; the determinant ratio is at most
+    ``1 + lambda / gamma = 1 + eps/2 <= exp(eps/2)`` for the printed rule.  Both rules
+    keep ``gamma >= lambda / expm1(30)`` (see the parent class).
+    """
+
+    kind = "objective"
+
+    def __init__(self, *, gamma_rule="kifer", tol=1e-10, max_iter=100):
+        super().__init__(norm="l2", q=0.5, tol=tol, max_iter=max_iter)
+        self.gamma_rule = check_choice("gamma_rule", gamma_rule, ("kifer", "reduced"))
+
+    def options(self) -> dict:
+        return {"gamma_rule": self.gamma_rule}
+
+    def __repr__(self) -> str:
+        return f"ObjectivePerturbation(gamma_rule={self.gamma_rule!r})"
+
+    def gamma(self, d: int, epsilon: float) -> float:
+        if self.gamma_rule == "reduced":
+            return super().gamma(d, epsilon)
+        return max(2.0 * hessian_bound(d) / epsilon, hessian_bound(d) / np.expm1(30.0))
