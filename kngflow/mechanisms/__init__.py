@@ -29,6 +29,7 @@ MECHANISMS = {
         "nonprivate": logistic.NonPrivate,
         "kng": logistic.KNG,
         "objective_ext": logistic.ExtendedObjectivePerturbation,
+        "objective": logistic.ObjectivePerturbation,
     },
 }
 
