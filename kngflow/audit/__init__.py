@@ -1,7 +1,8 @@
 """Privacy audits of kngflow's mechanisms (exact, black-box and side-channel).
 
 Exact audits compute the law of a release (KNG and the exponential mechanism by
-numerical normalisation of ``log_density`` in 1-D/2-D; K-norm noise in closed form);
+numerical normalisation of ``log_density`` in 1-D/2-D; K-norm noise on a gradient or on
+a released statistic in closed form);
 black-box audits sample releases on adjacent data sets and give a Clopper–Pearson lower
 confidence bound on the privacy loss; the side-channel audit applies the black-box test
 to every output a release carries besides the estimate.  The seam with problems and
@@ -16,6 +17,8 @@ _WHERE = {
     "AuditResult": "exact",
     "exact_audit": "exact",
     "knorm_audit": "exact",
+    "statistic_audit": "exact",
+    "audit_view": "pairs",
     "AdjacentPair": "pairs",
     "candidate_pairs": "pairs",
     "parse_pair": "pairs",

@@ -35,7 +35,7 @@ import numpy as np
 from scipy import stats as sps
 
 from .exact import AuditResult
-from .pairs import AdjacentPair, candidate_pairs
+from .pairs import AdjacentPair, audit_view, candidate_pairs
 
 __all__ = ["clopper_pearson", "loss_lower_bound", "blackbox_audit", "side_channel_audit", "sample_releases"]
 
@@ -146,6 +146,7 @@ def _collect(mechanism, problem, epsilon, pair, *, draws, pilot, candidates, sco
              progress):
     """The pair (chosen by ``extract``-ed scores when None) and the pilot and main samples
     on both sides, each an ``(estimates, other outputs)`` tuple."""
+    problem = audit_view(mechanism, problem)
     rng = np.random.default_rng(seed)
     if pair is None:
         best = -np.inf

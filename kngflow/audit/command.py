@@ -138,7 +138,7 @@ def run(args) -> int:
     from tqdm import tqdm
 
     from .blackbox import blackbox_audit, side_channel_audit
-    from .exact import exact_audit, exact_audit_applies, knorm_audit
+    from .exact import exact_audit, exact_audit_applies, knorm_audit, statistic_audit
 
     results = []
     if exact_audit_applies(mechanism, problem):
@@ -146,6 +146,8 @@ def run(args) -> int:
                   file=sys.stderr, leave=False) as bar:
             results.append(exact_audit(mechanism, problem, epsilon, run_epsilon=run_eps, seed=seed,
                                        pairs=[pair] if pair else None, candidates=1000, progress=bar.update))
+    elif hasattr(mechanism, "statistic"):
+        results.append(statistic_audit(mechanism, problem, epsilon, run_epsilon=run_eps, seed=seed))
     elif hasattr(mechanism, "noise_law"):
         results.append(knorm_audit(mechanism, problem, epsilon, run_epsilon=run_eps, seed=seed))
     pilot = max(100, draws // 10)

@@ -41,6 +41,31 @@ class AdjacentPair:
         return " + ".join(terms + [_fmt(self.record)]) + " -> " + _fmt(self.other)
 
 
+class _RestrictedProblem:
+    """``problem`` with ``audit_records`` passed through the mechanism's restriction."""
+
+    def __init__(self, problem, restrict):
+        self._problem, self._restrict = problem, restrict
+
+    def __getattr__(self, name):
+        return getattr(self._problem, name)
+
+    def audit_records(self):
+        return self._restrict(*self._problem.audit_records())
+
+
+def audit_view(mechanism, problem):
+    """The problem as an audit of ``mechanism`` sees it.
+
+    A mechanism whose declared domain is narrower than the problem's (sufficient-statistics
+    regression needs the intercept column equal to 1) declares
+    ``restrict_audit_records(boundary, fill) -> (boundary, fill)``; audits then draw their
+    records from that domain only.
+    """
+    restrict = getattr(mechanism, "restrict_audit_records", None)
+    return problem if restrict is None else _RestrictedProblem(problem, restrict)
+
+
 def _fmt(row) -> str:
     return "(" + ",".join(f"{v:g}" for v in row) + ")"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 
 from .base import Release
-from . import geomedian, logistic, mean, quantile, quantreg
+from . import geomedian, linear_ss, logistic, mean, quantile, quantreg
 from .linear import KNG, Exponential, ExtendedObjectivePerturbation, NonPrivate, ObjectivePerturbation
 from .quantile import private_quantile
 
@@ -20,6 +20,7 @@ MECHANISMS = {
         "exponential": Exponential,
         "objective": ObjectivePerturbation,
         "objective_ext": ExtendedObjectivePerturbation,
+        "ss": linear_ss.SufficientStatistics,
     },
     "quantile": {"nonprivate": quantile.NonPrivate, "kng": quantile.KNG, "exponential": quantile.Exponential},
     "quantreg": {"nonprivate": quantreg.NonPrivate, "kng": quantreg.KNG, "exponential": quantreg.Exponential},

@@ -19,6 +19,7 @@ from ..problems.logistic import (
     gradient_sensitivity,
     hessian_bound,
     logistic_gradient,
+    logistic_hessian,
     logistic_loss,
     logistic_mle,
 )
@@ -160,8 +161,9 @@ class ExtendedObjectivePerturbation:
     @staticmethod
     def _data_hessian(data, theta):
         """``hess l_n(theta) = sum_i sigma_i (1 - sigma_i) x_i x_i'``."""
-        p = expit(data.X @ theta)
-        return (data.X * (p * (1.0 - p))[:, None]).T @ data.X
+        H = np.empty((data.d, data.d))
+        logistic_hessian(np.ascontiguousarray(theta, dtype=np.float64), data.X, H)
+        return H
 
     def solve(self, data, V, gamma) -> tuple[np.ndarray, int]:
         """``argmin l_n + gamma/2 |theta|^2 + V'theta`` by Newton with backtracking, from 0.

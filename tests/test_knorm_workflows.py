@@ -1,0 +1,78 @@
+"""Awan & Slavković's studies as shipped workflows: the specs are the papers', and reduced
+versions run through the real CLI (local cluster, zarr store, report with its figures).
+
+Reduced logistic study (n = 10^4, 12 replicates, eps = 1/16 and 1/4): the median error of
+extended objective perturbation orders ℓ∞ < ℓ1 at both eps (ratios about 3 and 2 at full
+scale, so 12 replicates leave a wide margin)."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from conftest import kngflow_cli
+from kngflow.problems.logistic import PAPER_BETA
+from kngflow.sweep import load_spec
+
+WORKFLOWS = Path(__file__).resolve().parents[1] / "workflows"
+FIG2_EPS = [2.0**k for k in range(-6, 2)]
+
+
+def test_knorm_logistic_is_figure_2():
+    spec = load_spec(WORKFLOWS / "knorm_logistic.toml")
+    prob = spec.problem()
+    assert prob.name == "logistic" and prob.d == 7
+    np.testing.assert_array_equal(prob.theta_star, PAPER_BETA)
+    assert list(spec.n) == [10_000, 100_000] and len(spec.replicates) == 100
+    assert list(spec.epsilon) == FIG2_EPS
+    mechs = spec.build_mechanisms()
+    paper = {"L1": ("l1", 0.5), "L2": ("l2", 0.5), "Linf": ("linf", 0.5), "Linf_q085": ("linf", 0.85)}
+    for label, (norm, q) in paper.items():
+        assert mechs[label].kind == "objective_ext" and (mechs[label].norm, mechs[label].q) == (norm, q)
+
+
+def test_knorm_linear_coverage_is_figure_3():
+    spec = load_spec(WORKFLOWS / "knorm_linear_coverage.toml")
+    prob = spec.problem()
+    assert prob.name == "linear" and prob.d == 6 and prob.protocol == "public_bound"
+    np.testing.assert_allclose(prob.theta_star, [0.0, -1.5, -0.75, 0.0, 0.75, 1.5])
+    assert list(spec.n) == [10_000, 1_000_000] and len(spec.replicates) == 200
+    assert list(spec.epsilon) == [2.0**k for k in range(-4, 3)]
+    mechs = spec.build_mechanisms()
+    assert {mechs[m].norm for m in ("L1", "Linf", "K_T")} == {"l1", "linf", "kt"}
+    assert all(mechs[m].kind == "ss" for m in ("L1", "Linf", "K_T"))
+
+
+def _reduced(tmp_path, name, replace) -> Path:
+    text = (WORKFLOWS / f"{name}.toml").read_text()
+    for old, new in replace:
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.slow
+def test_knorm_logistic_reduced_end_to_end(tmp_path):
+    spec = _reduced(tmp_path, "knorm_logistic", [
+        ("n = [10_000, 100_000]", "n = [10_000]"),
+        ("epsilon = [0.015625, 0.03125, 0.0625, 0.125, 0.25, 0.5, 1.0, 2.0]", "epsilon = [0.0625, 0.25]"),
+        ("replicates = 100", "replicates = 12"),
+        ('[[mechanisms]]\nlabel = "kng_linf"\nkind = "kng"\nnorm = "linf"\n', ""),
+        ("[sampler]\nsteps = 1_000\n", ""),
+    ])
+    store = tmp_path / "fig2.zarr"
+    run = kngflow_cli("run", spec, "--store", store, "--workers", 2, "--no-dashboard", "--no-progress")
+    assert run.returncode == 0, run.stdout + run.stderr
+    ds = xr.open_zarr(store)
+    assert int(ds["done"].sum()) == ds["done"].size
+    med = ds["error"].median("replicate").sel(n=10_000)
+    for eps in (0.0625, 0.25):
+        assert float(med.sel(mechanism="Linf", epsilon=eps)) < float(med.sel(mechanism="L1", epsilon=eps))
+    out = tmp_path / "report"
+    rep = kngflow_cli("report", store, "--out", out)
+    assert rep.returncode == 0, rep.stderr
+    assert (out / "error_vs_epsilon.png").stat().st_size > 10_000
+    assert "| Linf_q085 |" in (out / "report.md").read_text()
