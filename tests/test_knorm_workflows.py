@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
+import kngflow.analysis  # noqa: F401  (registers ds.kng)
+
 from conftest import kngflow_cli
 from kngflow.problems.logistic import PAPER_BETA
 from kngflow.sweep import load_spec
@@ -76,3 +78,24 @@ def test_knorm_logistic_reduced_end_to_end(tmp_path):
     assert rep.returncode == 0, rep.stderr
     assert (out / "error_vs_epsilon.png").stat().st_size > 10_000
     assert "| Linf_q085 |" in (out / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_knorm_linear_coverage_reduced_end_to_end(tmp_path):
+    spec = _reduced(tmp_path, "knorm_linear_coverage", [
+        ("n = [10_000, 1_000_000]", "n = [10_000]"),
+        ("epsilon = [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0]", "epsilon = [0.5, 4.0]"),
+        ("replicates = 200", "replicates = 10"),
+    ])
+    store = tmp_path / "fig3.zarr"
+    run = kngflow_cli("run", spec, "--store", store, "--workers", 2, "--no-dashboard", "--no-progress")
+    assert run.returncode == 0, run.stdout + run.stderr
+    ds = xr.open_zarr(store)
+    assert int(ds["done"].sum()) == ds["done"].size
+    cov = ds.kng.coverage(how="mean", coefs=slice(1, None))["coverage"].sel(n=10_000)
+    assert float(cov.sel(mechanism="Linf", epsilon=4.0)) > float(cov.sel(mechanism="Linf", epsilon=0.5))
+    out = tmp_path / "report"
+    rep = kngflow_cli("report", store, "--out", out)
+    assert rep.returncode == 0, rep.stderr
+    assert (out / "coverage_vs_epsilon.png").stat().st_size > 10_000
+    assert "Coverage of the non-private 95% CI" in (out / "report.md").read_text()
