@@ -42,7 +42,8 @@ def check_logistic_data(data) -> LogisticData:
         raise ValueError("data must hold at least one record")
     if not (isinstance(y, np.ndarray) and y.shape == (X.shape[0],) and y.dtype == np.float64):
         raise ValueError(f"data.y must be a float64 array of length n={X.shape[0]}")
-    if not (np.all(np.abs(X) <= 1.0) and np.all((y == 0.0) | (y == 1.0))):
+    # min/max allocate nothing (np.abs(X) would copy the data) and propagate NaN
+    if not (X.min() >= -1.0 and X.max() <= 1.0 and np.all((y == 0.0) | (y == 1.0))):
         raise ValueError("data.X must be finite and in [-1, 1], data.y in {0, 1}")
     return data
 
