@@ -5,6 +5,7 @@ Reduced logistic study (n = 10^4, 12 replicates, eps = 1/16 and 1/4): the median
 extended objective perturbation orders ℓ∞ < ℓ1 at both eps (ratios about 3 and 2 at full
 scale, so 12 replicates leave a wide margin)."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -99,3 +100,38 @@ def test_knorm_linear_coverage_reduced_end_to_end(tmp_path):
     assert rep.returncode == 0, rep.stderr
     assert (out / "coverage_vs_epsilon.png").stat().st_size > 10_000
     assert "Coverage of the non-private 95% CI" in (out / "report.md").read_text()
+
+
+def test_erm_baselines_spec():
+    spec = load_spec(WORKFLOWS / "erm_baselines.toml")
+    assert spec.problem().name == "logistic"
+    mechs = spec.build_mechanisms()
+    assert {m.kind for m in mechs.values()} == {"nonprivate", "kng", "objective_ext", "objective", "output",
+                                                 "objective_chaudhuri", "noisy_gd", "dpsgd"}
+    deltas = {label: getattr(m, "delta", 0.0) for label, m in mechs.items()}
+    assert deltas == {**{label: 0.0 for label in mechs}, "noisy_gd_gauss": 1e-5, "dpsgd": 1e-5}
+    assert mechs["kng"].steps == 1000 and mechs["noisy_gd_gamma"].iterations == 100
+
+
+@pytest.mark.slow
+def test_erm_baselines_reduced_end_to_end(tmp_path):
+    """Every baseline runs in the engine; the store records delta and the report marks
+    the (epsilon, delta)-DP rows."""
+    spec = _reduced(tmp_path, "erm_baselines", [
+        ("n = [1_000, 3_000, 10_000, 30_000]", "n = [2_000]"),
+        ("epsilon = [0.25, 0.5, 1.0, 2.0]", "epsilon = [1.0]"),
+        ("replicates = 50", "replicates = 3"),
+        ("steps = 1_000", "steps = 50"),
+    ])
+    store = tmp_path / "erm.zarr"
+    run = kngflow_cli("run", spec, "--store", store, "--workers", 2, "--no-dashboard", "--no-progress")
+    assert run.returncode == 0, run.stdout + run.stderr
+    ds = xr.open_zarr(store)
+    assert int(ds["done"].sum()) == ds["done"].size
+    assert np.all(np.isfinite(ds["error"].values))
+    assert json.loads(ds.attrs["delta"])["dpsgd"] == 1e-5
+    out = tmp_path / "report"
+    rep = kngflow_cli("report", store, "--out", out)
+    assert rep.returncode == 0, rep.stderr
+    text = (out / "report.md").read_text()
+    assert "mixes ε-DP and (ε, δ)-DP" in text and "| dpsgd (ε, δ=1e-05) |" in text

@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 
 from .base import Release
-from . import geomedian, linear_ss, logistic, mean, quantile, quantreg
+from . import erm, geomedian, linear_ss, logistic, mean, quantile, quantreg
 from .linear import KNG, Exponential, ExtendedObjectivePerturbation, NonPrivate, ObjectivePerturbation
 from .quantile import private_quantile
 
@@ -31,6 +31,10 @@ MECHANISMS = {
         "kng": logistic.KNG,
         "objective_ext": logistic.ExtendedObjectivePerturbation,
         "objective": logistic.ObjectivePerturbation,
+        "output": erm.OutputPerturbation,
+        "objective_chaudhuri": erm.ObjectivePerturbationChaudhuri,
+        "noisy_gd": erm.NoisyGD,
+        "dpsgd": erm.DPSGD,
     },
 }
 
