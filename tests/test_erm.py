@@ -326,3 +326,17 @@ def test_blackbox_audit_output_perturbation():
     assert res.passed, res
     control = blackbox_audit(mech, problem, 1.0, run_epsilon=8.0, **kw)  # noise 8x too small
     assert not control.passed and control.bound > 1.0, control
+
+
+def test_output_perturbation_statistic_audit_catches_2_epsilon():
+    """Closed form (gamma noise around the computed minimiser), m = 2: the default pairs
+    (64 copies of one record as the rest) reach a loss of 0.60 at eps = 1 (pass) and 1.21
+    at 2 eps (caught); the bound 2L/(n reg) is approached, never exceeded."""
+    from kngflow.audit.exact import statistic_audit
+
+    problem = get_problem("logistic", beta=[0.5, -1.0])
+    mech = get_mechanism("logistic", "output")
+    ok = statistic_audit(mech, problem, 1.0)
+    assert ok.passed and ok.bound > 0.5, ok.summary()
+    bad = statistic_audit(mech, problem, 1.0, run_epsilon=2.0)
+    assert not bad.passed, bad.summary()

@@ -308,11 +308,11 @@ def test_blackbox_audit(norm):
 
 @pytest.mark.parametrize("norm", ["linf", "l1", "kt"])
 def test_statistic_audit_passes_and_catches_2_epsilon(norm):
-    """Closed form over every pair of intercept records (p = 2): the loss is exactly 1 at
+    """Closed form over every pair of intercept records (p = 1): the loss is exactly 1 at
     epsilon = 1 (the sensitivity is attained) and 2 at 2 epsilon (caught)."""
     from kngflow.audit.exact import statistic_audit
 
-    problem = get_problem("linear", d=3, protocol="public_bound", y_bound=1.0)
+    problem = get_problem("linear", d=2, protocol="public_bound", y_bound=1.0)
     mech = get_mechanism("linear", "ss", norm=norm)
     ok = statistic_audit(mech, problem, 1.0)
     assert ok.passed and ok.bound == pytest.approx(1.0, abs=1e-9), ok.summary()

@@ -147,7 +147,8 @@ def run(args) -> int:
             results.append(exact_audit(mechanism, problem, epsilon, run_epsilon=run_eps, seed=seed,
                                        pairs=[pair] if pair else None, candidates=1000, progress=bar.update))
     elif hasattr(mechanism, "statistic"):
-        results.append(statistic_audit(mechanism, problem, epsilon, run_epsilon=run_eps, seed=seed))
+        results.append(statistic_audit(mechanism, problem, epsilon, run_epsilon=run_eps, seed=seed,
+                                       pairs=[pair] if pair else None))
     elif hasattr(mechanism, "noise_law"):
         results.append(knorm_audit(mechanism, problem, epsilon, run_epsilon=run_eps, seed=seed))
     pilot = max(100, draws // 10)

@@ -238,32 +238,36 @@ def knorm_audit(mechanism, problem, epsilon: float, *, run_epsilon: float | None
 
 
 def statistic_audit(mechanism, problem, epsilon: float, *, run_epsilon: float | None = None,
-                    max_records: int = 64, seed: int = 0) -> AuditResult:
+                    pairs: list[AdjacentPair] | None = None, max_records: int = 64, seed: int = 0) -> AuditResult:
     """Closed-form privacy loss of K-norm noise added to a released statistic ``T``.
 
-    ``mechanism.statistic(data)`` is ``T`` and ``mechanism.statistic_noise(d, epsilon) ->
-    (norm, scale)`` the law of ``V`` in ``T + V`` (density ∝ ``exp(-norm(v) / scale)``);
-    the estimate is post-processing.  The log density ratio at ``t`` is
-    ``(norm(t - T') - norm(t - T)) / scale <= norm(T - T') / scale`` with equality far
-    along ``T - T'``, so the loss of a pair is exactly ``norm(T(D) - T(D')) / scale``.
-    ``T`` is a sum over records, so the difference depends only on the changed record:
-    every two records of the (restricted) domain's boundary and fill records are compared
-    (``max_records`` drawn when there are more), with ``d`` copies of a fill record as the
-    rest.  Passes when the largest loss is at most ε.
+    ``mechanism.statistic(data)`` is ``T`` (noisy sufficient statistics; the computed
+    minimiser of output perturbation) and ``mechanism.statistic_noise(data, epsilon) ->
+    (norm, scale)`` the law of ``V`` in ``T + V`` (density ∝ ``exp(-norm(v) / scale)``;
+    ``scale`` may depend on the public ``n``); the estimate is post-processing of
+    ``T + V``.  The log density ratio at ``t`` is ``(norm(t - T') - norm(t - T)) / scale
+    <= norm(T - T') / scale`` with equality far along ``T - T'``, so the loss of a pair is
+    exactly ``norm(T(D) - T(D')) / scale``.  Pairs: every ordered two records of the
+    (restricted) domain's boundary and fill records (``max_records`` drawn when there
+    are more), the rest ``d`` or 64 copies of one fill record (many copies of one record
+    pull a minimiser far along it, where the changed record's loss has no curvature left
+    and moves it most; for a sum over records the rest does not matter).  ``pairs``
+    replaces that enumeration.  Passes when the largest loss is at most ε.
     """
     d = problem.d
     problem = audit_view(mechanism, problem)
     run = float(epsilon if run_epsilon is None else run_epsilon)
-    norm, scale = mechanism.statistic_noise(d, run)
-    boundary, fill = problem.audit_records()
-    records = np.unique(np.vstack([boundary, fill]), axis=0)
-    if len(records) > max_records:
-        records = records[np.random.default_rng(seed).choice(len(records), max_records, replace=False)]
-    rest = np.tile(fill[0], (max(d, 2), 1))
+    if pairs is None:
+        boundary, fill = problem.audit_records()
+        records = np.unique(np.vstack([boundary, fill]), axis=0)
+        if len(records) > max_records:
+            records = records[np.random.default_rng(seed).choice(len(records), max_records, replace=False)]
+        pairs = [AdjacentPair(np.tile(f, (k, 1)), r, r2)
+                 for f in fill for k in (max(d, 2), 64) for r, r2 in itertools.permutations(records, 2)]
     best, where = -np.inf, None
-    for r, r2 in itertools.permutations(records, 2):
-        pair = AdjacentPair(rest, r, r2)
+    for pair in pairs:
         D, D2 = (problem.audit_data(x) for x in pair.datasets())
+        norm, scale = mechanism.statistic_noise(D, run)
         loss = float(norm(mechanism.statistic(D) - mechanism.statistic(D2))) / scale
         if loss > best:
             best, where = loss, pair

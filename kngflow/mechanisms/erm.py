@@ -46,6 +46,7 @@ import numpy as np
 from scipy.special import expit
 
 from ..noise import knorm
+from ..norms import get_norm
 from ..problems.logistic import logistic_gradient, logistic_loss
 from .base import Release, check_choice, check_epsilon, check_int, check_positive, check_rng
 from .logistic import check_logistic_data
@@ -211,6 +212,16 @@ class OutputPerturbation(_ERM):
 
     def noise_scale(self, n: int, d: int, epsilon: float) -> float:
         return self.sensitivity(n, d) / epsilon
+
+    # ---------------------------------------------------------------- audit seam
+    def statistic(self, data) -> np.ndarray:
+        """The released statistic before noise: the computed minimiser."""
+        return self.minimiser(self.check_data(data))[0]
+
+    def statistic_noise(self, data, epsilon: float):
+        """``(ℓ2 norm, scale)`` of the gamma noise for this data set's (public) size."""
+        n, d = data.X.shape
+        return get_norm("l2"), self.noise_scale(n, d, epsilon)
 
     def minimiser(self, data):
         """``(theta^, iterations, converged)`` (deterministic)."""

@@ -333,9 +333,9 @@ class SufficientStatistics(_Linear):
         """The statistic the noise is added to: ``T`` (scaled units)."""
         return stats_t(stats)
 
-    def statistic_noise(self, d: int, epsilon: float):
+    def statistic_noise(self, stats, epsilon: float):
         """``(norm, scale)`` of ``V``: the norm as a callable, ``scale = Delta / eps``."""
-        p = d - 1
+        p = stats.d - 1
         return (kt_norm(p) if self.norm == "kt" else get_norm(self.norm)), self.sensitivity(p) / epsilon
 
     def penalty(self, p: int, epsilon: float) -> float:
