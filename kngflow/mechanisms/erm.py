@@ -47,7 +47,7 @@ from scipy.special import expit
 
 from ..noise import knorm
 from ..norms import get_norm
-from ..problems.logistic import logistic_gradient, logistic_loss
+from ..problems.logistic import perturbed_minimiser
 from .base import Release, check_choice, check_epsilon, check_int, check_positive, check_rng
 from .logistic import check_logistic_data
 
@@ -92,61 +92,12 @@ def _check_probability(name, value) -> float:
     return float(value)
 
 
-def _newton(X, y, gamma, V, tol_abs, max_iter):
-    """``argmin F``, ``F(theta) = sum_i l(theta; x_i, y_i) + gamma/2 |theta|^2 + V'theta``
-    (``gamma > 0``), by Newton's method with backtracking from 0.
-
-    Stops when ``||grad F||_2 <= tol_abs``; then, by ``gamma``-strong convexity, the
-    iterate is within ``tol_abs / gamma`` of the exact minimiser.  Steps are solved through
-    the eigendecomposition of the data Hessian (eigenvalues clipped at 0), so rank-deficient
-    designs are fine; where ``F`` no longer resolves the decrease (rounding), a step is
-    accepted when it decreases ``||grad F||``.  Returns ``(theta, iterations, converged)``; ``converged`` is False
-    only when ``max_iter`` steps or floating-point resolution stopped it first."""
-    d = X.shape[1]
-    theta = np.zeros(d)
-    g = np.empty(d)
-    args = (X, y)
-
-    def objective(t):
-        return logistic_loss(t, args) + 0.5 * gamma * float(t @ t) + float(V @ t)
-
-    f = objective(theta)
-    for it in range(max_iter + 1):
-        logistic_gradient(theta, args, g)
-        grad = g + gamma * theta + V
-        if float(np.linalg.norm(grad)) <= tol_abs:
-            return theta, it, True
-        if it == max_iter:
-            break
-        p = expit(X @ theta)
-        lam, Q = np.linalg.eigh((X * (p * (1.0 - p))[:, None]).T @ X)
-        step = Q @ ((Q.T @ grad) / (np.maximum(lam, 0.0) + gamma))
-        t = 1.0
-        while True:
-            new = theta - t * step
-            fn = objective(new)
-            if fn <= f:
-                break
-            if fn - f <= 1e-14 * (abs(f) + 1.0):  # at rounding level of F: judge by the gradient
-                gn = np.empty(d)
-                logistic_gradient(new, args, gn)
-                if np.linalg.norm(gn + gamma * new + V) < np.linalg.norm(grad):
-                    break
-            t /= 2.0
-            if t < 1e-10:
-                return theta, it, False
-        if np.array_equal(new, theta):
-            return theta, it, False
-        theta, f = new, fn
-    return theta, max_iter, False
-
-
 def regularised_minimiser(data, reg: float, *, tol: float = 1e-9, max_iter: int = 100):
     """The minimiser of ``J`` (non-private): ``(theta, iterations, converged)``, with
     ``||grad J(theta)||_2 <= tol L / n`` when converged, so ``theta`` is within
     ``tol L / (n reg)`` of the exact minimiser."""
     n, d = data.X.shape
-    return _newton(data.X, data.y, n * reg, np.zeros(d), tol * lipschitz(d), max_iter)
+    return perturbed_minimiser(data.X, data.y, n * reg, np.zeros(d), tol * lipschitz(d), max_iter)
 
 
 def _release(theta, steps, sampler="exact") -> Release:
@@ -306,7 +257,7 @@ class ObjectivePerturbationChaudhuri(_ERM):
         if not (math.isfinite(scale) and math.isfinite(gamma)):  # eps ~ 1e-300: 0-DP fallback
             return _release(np.zeros(d), 0, "none")
         V = knorm(rng, "l2", d, scale)
-        theta, it, _ = _newton(data.X, data.y, gamma, V, self.tol * (n + float(np.linalg.norm(V))), self.max_iter)
+        theta, it, _ = perturbed_minimiser(data.X, data.y, gamma, V, self.tol * (n + float(np.linalg.norm(V))), self.max_iter)
         return _release(theta, it)
 
 

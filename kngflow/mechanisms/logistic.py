@@ -19,9 +19,8 @@ from ..problems.logistic import (
     gradient_sensitivity,
     hessian_bound,
     logistic_gradient,
-    logistic_hessian,
-    logistic_loss,
     logistic_mle,
+    perturbed_minimiser,
 )
 from .base import Release, check_choice, check_epsilon, check_int, check_positive, check_rng
 from .generic import NORMS, GenericKNG, NonPrivateBase
@@ -118,13 +117,12 @@ class ExtendedObjectivePerturbation:
     so the release stays eps-DP, and the Newton system stays well conditioned in float64.
 
     Inexact minimisation (Sarwate's chapter, §7.3.2): the proof covers the exact
-    minimiser.  Newton's method (eigen-solved steps, backtracking on the objective) stops
-    when ``||grad||_2 <= tol (n + ||V||_2 + gamma ||theta||_2)`` — ``tol`` relative to the
-    size of the summed terms — or when no step decreases the objective, or moves
-    ``theta``, at floating-point resolution.  By strong convexity the release is then within ``||grad||_2 / gamma`` of
-    the exact minimiser: a data-dependent perturbation of that size, negligible in studies
-    but not covered by the proof.  ``info["steps"]`` (Newton iterations) is a non-private
-    diagnostic.
+    minimiser.  Newton's method (:func:`~kngflow.problems.logistic.perturbed_minimiser`)
+    stops when ``||grad||_2 <= tol (n + ||V||_2)`` — ``tol`` relative to the size of the
+    summed terms — or at floating-point resolution.  By strong convexity the release is
+    then within ``||grad||_2 / gamma`` of the exact minimiser: a data-dependent
+    perturbation of that size, negligible in studies but not covered by the proof.
+    ``info["steps"]`` (Newton iterations) is a non-private diagnostic.
     """
 
     kind = "objective_ext"
@@ -159,49 +157,10 @@ class ExtendedObjectivePerturbation:
         """``lambda / (exp(eps (1 - q)) - 1)``, with ``eps (1 - q)`` capped at 30."""
         return hessian_bound(d) / np.expm1(min(epsilon * (1.0 - self.q), 30.0))
 
-    @staticmethod
-    def _data_hessian(data, theta):
-        """``hess l_n(theta) = sum_i sigma_i (1 - sigma_i) x_i x_i'``."""
-        H = np.empty((data.d, data.d))
-        logistic_hessian(np.ascontiguousarray(theta, dtype=np.float64), data.X, H)
-        return H
-
     def solve(self, data, V, gamma) -> tuple[np.ndarray, int]:
-        """``argmin l_n + gamma/2 |theta|^2 + V'theta`` by Newton with backtracking, from 0.
-
-        Steps solve ``(A + gamma I) s = grad`` through the eigendecomposition of the data
-        Hessian ``A`` (eigenvalues clipped at 0), so a rank-deficient design (all records
-        equal, say) is solved exactly along the directions the data do not see."""
-        args = (data.X, data.y)
-        theta = np.zeros(data.d)
-        g = np.empty(data.d)
-
-        def objective(t):
-            return logistic_loss(t, args) + 0.5 * gamma * float(t @ t) + float(V @ t)
-
-        f = objective(theta)
-        size = data.n + float(np.linalg.norm(V))
-        it = 0
-        for it in range(1, self.max_iter + 1):
-            logistic_gradient(theta, args, g)
-            grad = g + gamma * theta + V
-            if float(np.linalg.norm(grad)) <= self.tol * (size + gamma * float(np.linalg.norm(theta))):
-                break
-            lam, Q = np.linalg.eigh(self._data_hessian(data, theta))
-            step = Q @ ((Q.T @ grad) / (np.maximum(lam, 0.0) + gamma))
-            t = 1.0
-            while True:
-                new = theta - t * step
-                fn = objective(new)
-                if fn <= f:
-                    break
-                t /= 2.0
-                if t < 1e-6:  # no decrease left at floating-point resolution: converged
-                    return theta, it
-            small = t * float(np.linalg.norm(step)) <= 1e-13 * (1.0 + float(np.linalg.norm(theta)))
-            theta, f = new, fn
-            if small:  # steps at floating-point resolution of theta: converged
-                break
+        """``argmin l_n + gamma/2 |theta|^2 + V'theta`` (:func:`perturbed_minimiser`, from 0)."""
+        tol_abs = self.tol * (data.n + float(np.linalg.norm(V)))
+        theta, it, _ = perturbed_minimiser(data.X, data.y, gamma, V, tol_abs, self.max_iter)
         return theta, it
 
     def release(self, data, epsilon, rng) -> Release:
