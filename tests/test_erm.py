@@ -340,3 +340,22 @@ def test_output_perturbation_statistic_audit_catches_2_epsilon():
     assert ok.passed and ok.bound > 0.5, ok.summary()
     bad = statistic_audit(mech, problem, 1.0, run_epsilon=2.0)
     assert not bad.passed, bad.summary()
+
+
+def test_poisson_sample_keeps_each_index_with_probability_q():
+    """Counts per index over 4000 samples of range(50) at q = 0.1: binomial(4000, 0.1)
+    each (chi-square over indices, p > 1e-5); control: q = 0.12 rejected."""
+    rng = np.random.default_rng(5)
+    counts = np.zeros(50)
+    for _ in range(4000):
+        idx = erm.poisson_sample(rng, 50, 0.1)
+        assert np.all(np.diff(idx) > 0) and (idx.size == 0 or idx[-1] < 50)
+        counts[idx] += 1
+
+    def pvalue(q):
+        chi2 = float(np.sum((counts - 4000 * q) ** 2 / (4000 * q * (1 - q))))
+        return stats.chi2.sf(chi2, 50)
+
+    assert pvalue(0.1) > 1e-5
+    assert pvalue(0.12) < 1e-5
+    assert np.array_equal(erm.poisson_sample(rng, 7, 1.0), np.arange(7))

@@ -355,6 +355,18 @@ def dpsgd_noise_multiplier(epsilon: float, delta: float, q: float, steps: int) -
     return z
 
 
+def poisson_sample(rng: np.random.Generator, n: int, q: float) -> np.ndarray:
+    """Indices of a Poisson sample of ``range(n)`` (each kept independently with
+    probability ``q``), in ``O(nq)``: the gaps between kept indices are i.i.d.
+    Geometric(q) on {1, 2, ...}."""
+    if q >= 1.0:
+        return np.arange(n)
+    idx = np.cumsum(rng.geometric(q, size=int(n * q + 8.0 * math.sqrt(n * q) + 16))) - 1
+    while idx[-1] < n:  # rare: more kept than drawn gaps cover
+        idx = np.concatenate([idx, idx[-1] + np.cumsum(rng.geometric(q, size=idx.size))])
+    return idx[: np.searchsorted(idx, n)]
+
+
 def printed_gd_sigma(epsilon: float, delta: float, steps: int, n: int, L: float) -> float:
     """The chapter's ``sigma = sqrt(2 L^2 T log(1/delta)) / (n eps)`` (after eq. 7.12)."""
     return math.sqrt(2.0 * L * L * steps * math.log(1.0 / delta)) / (n * epsilon)
@@ -546,7 +558,7 @@ class DPSGD(_ERM):
         X, y, reg, norm = data.X, data.y, self.reg, q * n
         theta = np.zeros(d)
         for _ in range(T):
-            idx = np.flatnonzero(rng.random(n) < q)
+            idx = poisson_sample(rng, n, q)
             Xb = X[idx]
             G = Xb * (expit(Xb @ theta) - y[idx])[:, None]
             scale = np.minimum(1.0, C / np.maximum(np.sqrt(np.einsum("ij,ij->i", G, G)), 1e-300))
