@@ -9,9 +9,10 @@ Two measurements, in one process run:
    allocates (``tracemalloc``) as a multiple of the data's size — at most one copy of the
    data is the budget.
 2. ``--studies``: the wall time of each study on a local cluster of ``--workers``
-   processes (cluster start excluded): ``knorm_linear_coverage.toml`` as shipped,
-   ``erm_baselines.toml`` as shipped, and ``knorm_logistic.toml`` without KNG (whose
-   Metropolis at n = 10^5 takes hours: see ``kngflow plan``) unless ``--full``.
+   processes (cluster start excluded): ``knorm_linear_coverage.toml`` as shipped, and
+   ``erm_baselines.toml`` and ``knorm_logistic.toml`` without KNG (whose Metropolis, 1000
+   steps of O(n m) coordinate updates, dominates them: see ``kngflow plan``) unless
+   ``--full``.
 
     python benchmarks/bench_knorm.py [--replicate] [--studies] [--n 1000000] [--workers 2]
 
@@ -94,9 +95,10 @@ def studies(workers: int, full: bool) -> None:
     from kngflow.sweep.cluster import local_cluster
 
     tmp = Path(tempfile.mkdtemp(prefix="kngflow-bench-"))
-    specs = [ROOT / "workflows" / "knorm_linear_coverage.toml", ROOT / "workflows" / "erm_baselines.toml"]
-    logistic = ROOT / "workflows" / "knorm_logistic.toml"
-    specs.append(logistic if full else _spec_without_kng(logistic, tmp / "knorm_logistic_no_kng.toml"))
+    specs = [ROOT / "workflows" / "knorm_linear_coverage.toml"]
+    for name in ("erm_baselines", "knorm_logistic"):
+        path = ROOT / "workflows" / f"{name}.toml"
+        specs.append(path if full else _spec_without_kng(path, tmp / f"{name}_no_kng.toml"))
     try:
         with local_cluster(workers, dashboard_address=None) as cluster, Client(cluster) as client:
             client.wait_for_workers(workers)
@@ -116,7 +118,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--replicate", action="store_true")
     ap.add_argument("--studies", action="store_true")
-    ap.add_argument("--full", action="store_true", help="knorm_logistic.toml with KNG (hours)")
+    ap.add_argument("--full", action="store_true", help="the logistic studies with KNG (hours)")
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--kng-steps", type=int, default=1000, help="Metropolis steps of KNG in --replicate")
     ap.add_argument("--workers", type=int, default=2)

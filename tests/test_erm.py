@@ -67,6 +67,8 @@ def test_registered_and_options():
     ("dpsgd", {"lr": float("nan")}, "lr"),
     ("dpsgd", {"delta": 0.0}, "delta"),
     ("dpsgd", {"max_steps": 1.5}, "max_steps"),
+    ("dpsgd", {"sampling_rate": 0.0}, "sampling_rate"),
+    ("dpsgd", {"sampling_rate": 1.5}, "sampling_rate"),
 ])
 def test_bad_options_rejected(kind, opts, name):
     with pytest.raises((ValueError, TypeError), match=name):
@@ -359,3 +361,9 @@ def test_poisson_sample_keeps_each_index_with_probability_q():
     assert pvalue(0.1) > 1e-5
     assert pvalue(0.12) < 1e-5
     assert np.array_equal(erm.poisson_sample(rng, 7, 1.0), np.arange(7))
+
+
+def test_dpsgd_sampling_rate_sets_q():
+    m = get_mechanism("logistic", "dpsgd", sampling_rate=0.1, epochs=2.0)
+    assert m.schedule(1000) == (0.1, 20) and m.options()["sampling_rate"] == 0.1
+    assert get_mechanism("logistic", "dpsgd", batch_size=50, epochs=2.0).schedule(1000) == (0.05, 40)

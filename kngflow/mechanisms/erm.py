@@ -481,7 +481,8 @@ class NoisyGD(_ERM):
 class DPSGD(_ERM):
     """DP-SGD (Abadi et al. 2016; chapter §7.4.1) for ``J`` with Poisson subsampling.
 
-    ``q = min(1, batch_size / n)``, ``T = min(ceil(epochs / q), max_steps)``; from 0, per
+    ``q = sampling_rate`` if given, else ``min(1, batch_size / n)``;
+    ``T = min(ceil(epochs / q), max_steps)``; from 0, per
     step: include each record independently with probability ``q``; clip each sampled
     per-example gradient ``x_i (sigma(x_i'theta) - y_i)`` to ℓ2 norm ``clip`` (C; default
     ``L = sqrt(m)``, which bounds every such gradient, so no clipping bias); ``g = (sum of
@@ -510,10 +511,17 @@ class DPSGD(_ERM):
 
     kind = "dpsgd"
 
-    def __init__(self, *, reg=DEFAULT_REG, batch_size=256, epochs=5.0, max_steps=5000, clip=None, lr=None,
-                 delta=1e-5):
+    def __init__(self, *, reg=DEFAULT_REG, batch_size=256, sampling_rate=None, epochs=5.0, max_steps=5000,
+                 clip=None, lr=None, delta=1e-5):
         super().__init__(reg)
         self.batch_size = check_int("batch_size", batch_size, 1)
+        self.sampling_rate = None
+        if sampling_rate is not None:
+            if not isinstance(sampling_rate, Real) or isinstance(sampling_rate, bool):
+                raise TypeError(f"sampling_rate must be a real number in (0, 1], got {type(sampling_rate).__name__}")
+            if not 0.0 < sampling_rate <= 1.0:  # also rejects NaN
+                raise ValueError(f"sampling_rate must lie in (0, 1], got {sampling_rate!r}")
+            self.sampling_rate = float(sampling_rate)
         self.epochs = check_positive("epochs", epochs)
         self.max_steps = check_int("max_steps", max_steps, 1)
         self.clip = None if clip is None else check_positive("clip", clip)
@@ -521,8 +529,11 @@ class DPSGD(_ERM):
         self.delta = _check_probability("delta", delta)
 
     def options(self) -> dict:
-        out = {"reg": self.reg, "batch_size": self.batch_size, "epochs": self.epochs, "max_steps": self.max_steps,
-               "delta": self.delta}
+        out = {"reg": self.reg, "epochs": self.epochs, "max_steps": self.max_steps, "delta": self.delta}
+        if self.sampling_rate is None:
+            out["batch_size"] = self.batch_size
+        else:
+            out["sampling_rate"] = self.sampling_rate
         if self.clip is not None:
             out["clip"] = self.clip
         if self.lr is not None:
@@ -531,7 +542,7 @@ class DPSGD(_ERM):
 
     def schedule(self, n: int) -> tuple[float, int]:
         """``(q, T)``."""
-        q = min(1.0, self.batch_size / n)
+        q = self.sampling_rate if self.sampling_rate is not None else min(1.0, self.batch_size / n)
         return q, int(min(math.ceil(self.epochs / q), self.max_steps))
 
     def accountant_target(self, epsilon: float) -> tuple[float, float]:
