@@ -57,6 +57,20 @@ def _reduced(tmp_path, name, replace) -> Path:
     return path
 
 
+def _run_and_report(tmp_path, spec: Path):
+    """``kngflow run`` on 2 workers (every cell must finish), then ``kngflow report``:
+    the store's dataset and the report directory."""
+    store = tmp_path / "study.zarr"
+    run = kngflow_cli("run", spec, "--store", store, "--workers", 2, "--no-dashboard", "--no-progress")
+    assert run.returncode == 0, run.stdout + run.stderr
+    ds = xr.open_zarr(store)
+    assert int(ds["done"].sum()) == ds["done"].size
+    out = tmp_path / "report"
+    rep = kngflow_cli("report", store, "--out", out)
+    assert rep.returncode == 0, rep.stderr
+    return ds, out
+
+
 @pytest.mark.slow
 def test_knorm_logistic_reduced_end_to_end(tmp_path):
     spec = _reduced(tmp_path, "knorm_logistic", [
@@ -66,17 +80,10 @@ def test_knorm_logistic_reduced_end_to_end(tmp_path):
         ('[[mechanisms]]\nlabel = "kng_linf"\nkind = "kng"\nnorm = "linf"\n', ""),
         ("[sampler]\nsteps = 1_000\n", ""),
     ])
-    store = tmp_path / "fig2.zarr"
-    run = kngflow_cli("run", spec, "--store", store, "--workers", 2, "--no-dashboard", "--no-progress")
-    assert run.returncode == 0, run.stdout + run.stderr
-    ds = xr.open_zarr(store)
-    assert int(ds["done"].sum()) == ds["done"].size
+    ds, out = _run_and_report(tmp_path, spec)
     med = ds["error"].median("replicate").sel(n=10_000)
     for eps in (0.0625, 0.25):
         assert float(med.sel(mechanism="Linf", epsilon=eps)) < float(med.sel(mechanism="L1", epsilon=eps))
-    out = tmp_path / "report"
-    rep = kngflow_cli("report", store, "--out", out)
-    assert rep.returncode == 0, rep.stderr
     assert (out / "error_vs_epsilon.png").stat().st_size > 10_000
     assert "| Linf_q085 |" in (out / "report.md").read_text()
 
@@ -88,16 +95,9 @@ def test_knorm_linear_coverage_reduced_end_to_end(tmp_path):
         ("epsilon = [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0]", "epsilon = [0.5, 4.0]"),
         ("replicates = 200", "replicates = 10"),
     ])
-    store = tmp_path / "fig3.zarr"
-    run = kngflow_cli("run", spec, "--store", store, "--workers", 2, "--no-dashboard", "--no-progress")
-    assert run.returncode == 0, run.stdout + run.stderr
-    ds = xr.open_zarr(store)
-    assert int(ds["done"].sum()) == ds["done"].size
+    ds, out = _run_and_report(tmp_path, spec)
     cov = ds.kng.coverage(how="mean", coefs=slice(1, None))["coverage"].sel(n=10_000)
     assert float(cov.sel(mechanism="Linf", epsilon=4.0)) > float(cov.sel(mechanism="Linf", epsilon=0.5))
-    out = tmp_path / "report"
-    rep = kngflow_cli("report", store, "--out", out)
-    assert rep.returncode == 0, rep.stderr
     assert (out / "coverage_vs_epsilon.png").stat().st_size > 10_000
     assert "Coverage of the non-private 95% CI" in (out / "report.md").read_text()
 
@@ -123,15 +123,8 @@ def test_erm_baselines_reduced_end_to_end(tmp_path):
         ("replicates = 50", "replicates = 3"),
         ("steps = 1_000", "steps = 50"),
     ])
-    store = tmp_path / "erm.zarr"
-    run = kngflow_cli("run", spec, "--store", store, "--workers", 2, "--no-dashboard", "--no-progress")
-    assert run.returncode == 0, run.stdout + run.stderr
-    ds = xr.open_zarr(store)
-    assert int(ds["done"].sum()) == ds["done"].size
+    ds, out = _run_and_report(tmp_path, spec)
     assert np.all(np.isfinite(ds["error"].values))
     assert json.loads(ds.attrs["delta"])["dpsgd"] == 1e-5
-    out = tmp_path / "report"
-    rep = kngflow_cli("report", store, "--out", out)
-    assert rep.returncode == 0, rep.stderr
     text = (out / "report.md").read_text()
     assert "mixes ε-DP and (ε, δ)-DP" in text and "| dpsgd (ε, δ=1e-05) |" in text

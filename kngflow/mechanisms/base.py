@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Release", "check_epsilon", "check_rng", "check_positive", "check_choice", "check_int"]
+__all__ = ["Release", "check_epsilon", "check_rng", "check_positive", "check_probability", "check_choice", "check_int"]
 
 
 class Release(NamedTuple):
@@ -61,6 +61,15 @@ def check_positive(name: str, value) -> float:
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+    return float(value)
+
+
+def check_probability(name: str, value) -> float:
+    """Return ``value`` as float; TypeError/ValueError unless a real number in the open (0, 1)."""
+    if not _is_real(value):
+        raise TypeError(f"{name} must be a real number in (0, 1), got {type(value).__name__}")
+    if not 0.0 < value < 1.0:  # also rejects NaN
+        raise ValueError(f"{name} must lie in the open interval (0, 1), got {value!r}")
     return float(value)
 
 

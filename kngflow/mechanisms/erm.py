@@ -48,7 +48,7 @@ from scipy.special import expit
 from ..noise import knorm
 from ..norms import get_norm
 from ..problems.logistic import perturbed_minimiser
-from .base import Release, check_choice, check_epsilon, check_int, check_positive, check_rng
+from .base import Release, check_choice, check_epsilon, check_int, check_positive, check_probability, check_rng
 from .logistic import check_logistic_data
 
 __all__ = [
@@ -82,14 +82,6 @@ EPS_CAP = 64.0
 def lipschitz(m: int) -> float:
     """``L = sqrt(m) = sup ||x||_2`` over ``[-1, 1]^m``: the Lipschitz constant of ``l``."""
     return math.sqrt(m)
-
-
-def _check_probability(name, value) -> float:
-    if not isinstance(value, Real) or isinstance(value, bool):
-        raise TypeError(f"{name} must be a real number in (0, 1), got {type(value).__name__}")
-    if not 0.0 < value < 1.0:  # also rejects NaN
-        raise ValueError(f"{name} must lie in the open interval (0, 1), got {value!r}")
-    return float(value)
 
 
 def regularised_minimiser(data, reg: float, *, tol: float = 1e-9, max_iter: int = 100):
@@ -421,7 +413,7 @@ class NoisyGD(_ERM):
         self.step_size = None if step_size is None else check_positive("step_size", step_size)
         self.noise = check_choice("noise", noise, ("gamma", "gaussian"))
         if self.noise == "gaussian":
-            self.delta = 1e-5 if delta is None else _check_probability("delta", delta)
+            self.delta = 1e-5 if delta is None else check_probability("delta", delta)
             self.calibration = check_choice("calibration", "accountant" if calibration is None else calibration,
                                             ("printed", "accountant"))
         else:
@@ -526,7 +518,7 @@ class DPSGD(_ERM):
         self.max_steps = check_int("max_steps", max_steps, 1)
         self.clip = None if clip is None else check_positive("clip", clip)
         self.lr = None if lr is None else check_positive("lr", lr)
-        self.delta = _check_probability("delta", delta)
+        self.delta = check_probability("delta", delta)
 
     def options(self) -> dict:
         out = {"reg": self.reg, "epochs": self.epochs, "max_steps": self.max_steps, "delta": self.delta}

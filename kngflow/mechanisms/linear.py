@@ -8,7 +8,6 @@ docstring states the density it samples and why it is ε-DP.
 
 from __future__ import annotations
 
-from numbers import Real
 
 import numpy as np
 
@@ -30,7 +29,7 @@ from ..samplers.linear import (
     kng_exact,
     metropolis_chains,
 )
-from .base import Release, check_choice, check_epsilon, check_int, check_positive, check_rng
+from .base import Release, check_choice, check_epsilon, check_int, check_positive, check_probability, check_rng
 
 __all__ = ["NonPrivate", "KNG", "Exponential", "ObjectivePerturbation", "ExtendedObjectivePerturbation"]
 
@@ -294,11 +293,7 @@ class ExtendedObjectivePerturbation(_Linear):
 
     def __init__(self, *, norm="linf", q=0.5, bound=1.0, tol=1e-12, max_iter=100_000):
         self.norm = check_choice("norm", norm, _NORMS)
-        if not isinstance(q, Real) or isinstance(q, bool):
-            raise TypeError(f"q must be a real number in (0, 1), got {type(q).__name__}")
-        if not 0.0 < q < 1.0:  # also rejects NaN
-            raise ValueError(f"q must lie in the open interval (0, 1), got {q!r}")
-        self.q = float(q)
+        self.q = check_probability("q", q)
         self.bound = check_positive("bound", bound)
         self.tol = check_positive("tol", tol)
         self.max_iter = check_int("max_iter", max_iter, 1)

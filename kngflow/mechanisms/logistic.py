@@ -8,7 +8,6 @@ strongly convex problem by Newton's method.
 
 from __future__ import annotations
 
-from numbers import Real
 
 import numpy as np
 from scipy.special import expit
@@ -22,7 +21,7 @@ from ..problems.logistic import (
     logistic_mle,
     perturbed_minimiser,
 )
-from .base import Release, check_choice, check_epsilon, check_int, check_positive, check_rng
+from .base import Release, check_choice, check_epsilon, check_int, check_positive, check_probability, check_rng
 from .generic import NORMS, GenericKNG, NonPrivateBase
 
 __all__ = ["NonPrivate", "KNG", "ExtendedObjectivePerturbation", "ObjectivePerturbation", "check_logistic_data"]
@@ -129,11 +128,7 @@ class ExtendedObjectivePerturbation:
 
     def __init__(self, *, norm="linf", q=0.5, tol=1e-10, max_iter=100):
         self.norm = check_choice("norm", norm, NORMS)
-        if not isinstance(q, Real) or isinstance(q, bool):
-            raise TypeError(f"q must be a real number in (0, 1), got {type(q).__name__}")
-        if not 0.0 < q < 1.0:  # also rejects NaN
-            raise ValueError(f"q must lie in the open interval (0, 1), got {q!r}")
-        self.q = float(q)
+        self.q = check_probability("q", q)
         self.tol = check_positive("tol", tol)
         self.max_iter = check_int("max_iter", max_iter, 1)
 
