@@ -109,6 +109,17 @@ def test_loss_lower_bound_is_conservative_and_sensitive():
     assert np.log(10) - 0.3 < loss_lower_bound(far, near, n, 1e-5) < np.log(10)
 
 
+def test_loss_lower_bound_at_delta():
+    """(ε, δ)-DP allows P_a <= e^ε P_b + δ: the same counts that show a loss above 1 at
+    δ = 0 show none at δ = 0.5, and a little less at δ = 0.01."""
+    n = 1000
+    a, b = np.array([600, 400]), np.array([100, 900])
+    at0 = loss_lower_bound(a, b, n, 1e-5)
+    assert at0 > 1.0
+    assert loss_lower_bound(a, b, n, 1e-5, delta=0.5) == 0.0
+    assert 0.0 < loss_lower_bound(a, b, n, 1e-5, delta=0.01) < at0
+
+
 def test_parse_pair_round_trip_and_errors():
     p = parse_pair("2*(1,0,1) + (1,-1,1) -> (1,1,-1)", 3)
     assert p.rest.shape == (2, 3) and str(p) == "2*(1,0,1) + (1,-1,1) -> (1,1,-1)"

@@ -367,3 +367,11 @@ def test_dpsgd_sampling_rate_sets_q():
     m = get_mechanism("logistic", "dpsgd", sampling_rate=0.1, epochs=2.0)
     assert m.schedule(1000) == (0.1, 20) and m.options()["sampling_rate"] == 0.1
     assert get_mechanism("logistic", "dpsgd", batch_size=50, epochs=2.0).schedule(1000) == (0.05, 40)
+
+
+def test_dpsgd_blackbox_audit_at_its_delta():
+    """The black-box audit tests an (ε, δ) mechanism at its δ and says so."""
+    problem = get_problem("logistic", beta=[0.5, -1.0])
+    mech = get_mechanism("logistic", "dpsgd", delta=1e-5, epochs=2.0)
+    res = blackbox_audit(mech, problem, 1.0, draws=1500, pilot=300, candidates=3, score_draws=100, seed=2)
+    assert res.passed and res.details["delta"] == 1e-5 and "at delta 1e-05" in res.summary(), res.summary()

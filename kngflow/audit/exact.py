@@ -67,6 +67,8 @@ class AuditResult:
         ran = "" if run == self.epsilon else f" run at epsilon={run:g}"
         what = "privacy loss" if self.kind in ("exact", "knorm") else "privacy loss lower bound"
         limit = f"declared epsilon {self.epsilon:g}"
+        if self.details.get("delta"):
+            limit += f" at delta {self.details['delta']:g}"
         if self.kind == "knorm":
             dt = self.details
             limit += (f" (noise {dt['noise_max']:.4f} of {dt['noise_limit']:g}, "
