@@ -375,3 +375,17 @@ def test_dpsgd_blackbox_audit_at_its_delta():
     mech = get_mechanism("logistic", "dpsgd", delta=1e-5, epochs=2.0)
     res = blackbox_audit(mech, problem, 1.0, draws=1500, pilot=300, candidates=3, score_draws=100, seed=2)
     assert res.passed and res.details["delta"] == 1e-5 and "at delta 1e-05" in res.summary(), res.summary()
+
+
+def test_objective_chaudhuri_exact_audit_catches_2_epsilon():
+    """Its release has the change-of-variables density of objective perturbation (the noise
+    law itself is checked above): exact audit, m = 2, 60 candidate pairs: loss 0.53 at
+    eps = 1, 1.06 at 2 eps (caught)."""
+    from kngflow.audit import exact_audit
+
+    problem = get_problem("logistic", beta=[0.5, -1.0])
+    mech = get_mechanism("logistic", "objective_chaudhuri")
+    ok = exact_audit(mech, problem, 1.0, candidates=60, points=401)
+    assert ok.passed, ok.summary()
+    bad = exact_audit(mech, problem, 1.0, run_epsilon=2.0, candidates=60, points=401)
+    assert not bad.passed, bad.summary()

@@ -49,7 +49,7 @@ from ..noise import knorm
 from ..norms import get_norm
 from ..problems.logistic import perturbed_minimiser
 from .base import Release, check_choice, check_epsilon, check_int, check_positive, check_probability, check_rng
-from .logistic import check_logistic_data
+from .logistic import check_logistic_data, perturbed_log_density
 
 __all__ = [
     "OutputPerturbation",
@@ -237,6 +237,24 @@ class ObjectivePerturbationChaudhuri(_ERM):
     def constants(self, n: int, d: int, epsilon: float) -> tuple[float, float]:
         """``(eps', Delta)`` of Algorithm 2 on the rescaled problem (``reg~ = reg/m``)."""
         return chaudhuri_constants(epsilon, n, self.reg / d)
+
+    # ---------------------------------------------------------------- audit seam
+    #: ``log_density`` is exact up to the noise's normaliser (which depends only on the
+    #: public n): exact audits compare it pointwise
+    density_normalised = True
+
+    def log_density(self, data, epsilon, theta):
+        """Log density of the release at ``theta``: the release minimises ``n J + n m Delta/2
+        |.|^2 + V'.`` with ``V ∝ exp(-eps' ||V||_2 / (2 sqrt(m)))``, a change of variables
+        (:func:`~kngflow.mechanisms.logistic.perturbed_log_density`)."""
+        data = self.check_data(data)
+        n, d = data.X.shape
+        eps_p, delta_reg = self.constants(n, d, check_epsilon(epsilon))
+        return perturbed_log_density(data, theta, n * (self.reg + d * delta_reg), 2.0 * lipschitz(d) / eps_p, "l2")
+
+    def parameter_box(self, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """A box for exact audits (the release lives on ``R^m``; see objective_ext's)."""
+        return np.full(d, -40.0), np.full(d, 40.0)
 
     def release(self, data, epsilon, rng) -> Release:
         data = self.check_data(data)

@@ -24,7 +24,8 @@ from ..problems.logistic import (
 from .base import Release, check_choice, check_epsilon, check_int, check_positive, check_probability, check_rng
 from .generic import NORMS, GenericKNG, NonPrivateBase
 
-__all__ = ["NonPrivate", "KNG", "ExtendedObjectivePerturbation", "ObjectivePerturbation", "check_logistic_data"]
+__all__ = ["NonPrivate", "KNG", "ExtendedObjectivePerturbation", "ObjectivePerturbation", "check_logistic_data",
+           "perturbed_log_density"]
 
 _ORD = {"l1": 1, "l2": 2, "linf": np.inf}
 
@@ -88,6 +89,26 @@ class KNG(GenericKNG):
         """A box holding ``Theta`` (for exact audits on a grid)."""
         reach = self.bound if self.base == "uniform" else 8.0 * self.base_scale
         return np.full(d, -reach), np.full(d, reach)
+
+
+def perturbed_log_density(data, theta, gamma: float, scale: float, norm: str) -> np.ndarray:
+    """Log density, up to the noise's normaliser, of ``argmin l_n + gamma/2 |.|^2 + V'.``
+    with ``V ∝ exp(-||V||_norm / scale)``, at ``theta`` (..., d): the map
+    ``theta -> V(theta) = -(grad l_n(theta) + gamma theta)`` is a bijection of ``R^d``, so
+    the density is ``-||V(theta)|| / scale + log det(hess l_n(theta) + gamma I)``."""
+    d = data.d
+    theta = np.asarray(theta, dtype=np.float64)
+    flat = theta.reshape(-1, d)
+    out = np.empty(flat.shape[0])
+    X, y = data.X, data.y
+    step = max(1, 4_000_000 // data.n)
+    for a in range(0, flat.shape[0], step):
+        T = flat[a:a + step]
+        P = expit(X @ T.T)  # (n, k)
+        V = -((P - y[:, None]).T @ X + gamma * T)
+        H = np.einsum("ik,ia,ib->kab", P * (1.0 - P), X, X) + gamma * np.eye(d)
+        out[a:a + step] = -np.linalg.norm(V, _ORD[norm], axis=1) / scale + np.linalg.slogdet(H)[1]
+    return out.reshape(theta.shape[:-1])
 
 
 class ExtendedObjectivePerturbation:
@@ -176,21 +197,8 @@ class ExtendedObjectivePerturbation:
         (see the class docstring): ``-||V(theta)||_K / scale + log det H(theta)``."""
         data = self.check_data(data)
         epsilon = check_epsilon(epsilon)
-        d = data.d
-        gamma = self.gamma(d, epsilon)
-        scale = self.noise_scale(d, epsilon)
-        theta = np.asarray(theta, dtype=np.float64)
-        flat = theta.reshape(-1, d)
-        out = np.empty(flat.shape[0])
-        X, y = data.X, data.y
-        step = max(1, 4_000_000 // data.n)
-        for a in range(0, flat.shape[0], step):
-            T = flat[a:a + step]
-            P = expit(X @ T.T)  # (n, k)
-            V = -((P - y[:, None]).T @ X + gamma * T)
-            H = np.einsum("ik,ia,ib->kab", P * (1.0 - P), X, X) + gamma * np.eye(d)
-            out[a:a + step] = -np.linalg.norm(V, _ORD[self.norm], axis=1) / scale + np.linalg.slogdet(H)[1]
-        return out.reshape(theta.shape[:-1])
+        return perturbed_log_density(data, theta, self.gamma(data.d, epsilon), self.noise_scale(data.d, epsilon),
+                                     self.norm)
 
     def parameter_box(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """A box for exact audits on a grid.  The release lives on all of ``R^m`` and its
