@@ -133,14 +133,17 @@ def test_local_workers_ignore_signals_and_write_stderr_to_the_log_file(tmp_path)
     from kngflow.sweep.cluster import local_cluster
 
     def probe():
-        print("written by a worker", file=sys.stderr, flush=True)
+        # one write() per line: print() writes text and newline separately, and the two
+        # workers' writes may interleave in the shared (O_APPEND) file
+        sys.stderr.write("written by a worker\n")
+        sys.stderr.flush()
         return signal.getsignal(signal.SIGINT).__module__, signal.getsignal(signal.SIGTERM).__module__
 
     log = tmp_path / "workers.log"
     with local_cluster(2, dashboard_address=None, log_file=log) as cluster, Client(cluster) as client:
         handlers = client.run(probe)
     assert list(handlers.values()) == [("kngflow.sweep.worker_preload",) * 2] * 2
-    assert log.read_text().count("written by a worker\n") == 2
+    assert log.read_text().count("written by a worker") == 2
 
 
 # ----------------------------------------------------------------------------- pre-flight
