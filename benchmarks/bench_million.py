@@ -85,8 +85,8 @@ def cli_seconds(*args) -> float:
     return dt
 
 
-def run_engine(spec, store: str, workers: int) -> tuple[float, object]:
-    """``(wall seconds, RunResult)`` of ``run_sweep`` on a fresh local cluster (start-up excluded)."""
+def run_engine(spec, store: str, workers: int) -> tuple[float, object, float]:
+    """``(wall seconds, RunResult, client CPU seconds)`` of ``run_sweep`` on a fresh local cluster (start-up excluded)."""
     from distributed import Client
 
     from kngflow.sweep import calibrate, run_sweep
@@ -95,9 +95,9 @@ def run_engine(spec, store: str, workers: int) -> tuple[float, object]:
     cost = calibrate(spec)
     with local_cluster(workers, dashboard_address=None) as cluster, Client(cluster) as client:
         client.wait_for_workers(workers)
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         result = run_sweep(spec, store, client, cost=cost, progress=sys.stderr.isatty(), log=None)
-        return time.perf_counter() - t0, result
+        return time.perf_counter() - t0, result, time.process_time() - cpu0
 
 
 def baseline_seconds(spec, stride: int, offset: int = 0) -> tuple[float, int, int]:
@@ -205,7 +205,7 @@ def main(argv=None) -> int:
         # replicates), so that a machine whose speed drifts over minutes biases neither side
         stride = 2 * args.baseline_stride
         before = baseline_seconds(spec, stride, 0)
-        wall, result = run_engine(spec, store, args.workers)
+        wall, result, client_cpu = run_engine(spec, store, args.workers)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
         after = baseline_seconds(spec, stride, args.baseline_stride)
         releases = before[1] + after[1]
@@ -218,7 +218,7 @@ def main(argv=None) -> int:
             "baseline_s": base, "baseline_before_s": before[0], "baseline_after_s": after[0],
             "baseline_releases_timed": releases, "ratio": wall / per_worker,
             "parallel_plain_s": parallel, "ratio_to_parallel_plain": wall / parallel,
-            "client_peak_rss_mb": rss / 2**20,
+            "client_peak_rss_mb": rss / 2**20, "client_cpu_s": client_cpu,
             **store_numbers(store),
             "status_s": cli_seconds("status", store),
             "report_s": report_seconds(store, tmp),
@@ -234,6 +234,8 @@ def main(argv=None) -> int:
         print(f"plain parallel  the same loop in {args.workers} processes at once: {parallel:.1f} s "
               f"(the cores slow each other by x{parallel / per_worker:.2f}); engine / that = {wall / parallel:.2f}")
         print(f"client peak RSS {m['client_peak_rss_mb']:.0f} MB (client and scheduler)")
+        print(f"client CPU      {client_cpu:.1f} s during the engine's run (client, scheduler and writer "
+              f"share the workers' cores: {client_cpu / (wall * args.workers):.1%} of them)")
         print_store("", m)
         print(f"status          {m['status_s']:.2f} s")
         print(f"report          {m['report_s']:.2f} s")
@@ -242,7 +244,7 @@ def main(argv=None) -> int:
             fig = load_spec(ROOT / "workflows" / "kng_linear.toml")
             store = str(Path(tmp) / "figure1.zarr")
             shutil.rmtree(store, ignore_errors=True)
-            wall, result = run_engine(fig, store, args.workers)
+            wall, result, _ = run_engine(fig, store, args.workers)
             out["figure1"] = {"cells": result.total, "failed": result.failed, "wall_s": wall,
                               **store_numbers(store), "report_s": report_seconds(store, tmp)}
             f = out["figure1"]
