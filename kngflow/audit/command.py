@@ -1,8 +1,10 @@
 """``kngflow audit MECHANISM``: audit a mechanism's privacy from the command line.
 
 Runs the exact audit where the law is computable (``log_density`` in 1-D/2-D, or the
-K-norm noise in closed form), then the black-box audit of the released record, and with
-``--side-channel`` the side-channel audit of the other outputs.  Prints, per audit, the
+K-norm or Gaussian noise in closed form), the accountant audit of an (ε, δ) mechanism whose
+calibration rests on a privacy accountant, then the black-box audit of the released record,
+and with ``--side-channel`` the side-channel audit of the other outputs.  Which audits run
+follows from the hooks the mechanism provides (``docs/contracts.md``, "Audits").  Prints, per audit, the
 privacy loss (exact, or a lower confidence bound), the adjacent pair used and a verdict.
 Exit status: 0 every audit passed, 1 a privacy violation was flagged, 2 bad input.
 """
@@ -137,8 +139,9 @@ def run(args) -> int:
         return EXIT_BAD_INPUT
     from tqdm import tqdm
 
+    from .accountant import accountant_audit, accountant_audit_applies
     from .blackbox import blackbox_audit, side_channel_audit
-    from .exact import exact_audit, exact_audit_applies, knorm_audit, statistic_audit
+    from .exact import exact_audit, exact_audit_applies, knorm_audit, statistic_audit, statistic_audit_applies
 
     results = []
     if exact_audit_applies(mechanism, problem):
@@ -146,11 +149,13 @@ def run(args) -> int:
                   file=sys.stderr, leave=False) as bar:
             results.append(exact_audit(mechanism, problem, epsilon, run_epsilon=run_eps, seed=seed,
                                        pairs=[pair] if pair else None, candidates=1000, progress=bar.update))
-    elif hasattr(mechanism, "statistic"):
+    elif statistic_audit_applies(mechanism, problem, pair):
         results.append(statistic_audit(mechanism, problem, epsilon, run_epsilon=run_eps, seed=seed,
                                        pairs=[pair] if pair else None))
     elif hasattr(mechanism, "noise_law"):
         results.append(knorm_audit(mechanism, problem, epsilon, run_epsilon=run_eps, seed=seed))
+    if accountant_audit_applies(mechanism):
+        results.append(accountant_audit(mechanism, problem, epsilon, run_epsilon=run_eps, pair=pair))
     pilot = max(100, draws // 10)
     total = (2 if args.side_channel else 1) * (2 * (draws + pilot) + (0 if pair else 2 * 8 * 200))
     with tqdm(total=total, unit="release", disable=args.no_progress,

@@ -28,6 +28,16 @@ The gradient difference is affine in ``theta``, its norm convex, so the supremum
 ℓ1 ball is reached at a vertex ``±B e_j``.  An interior release ``theta`` has density
 ``f_V(V(theta)) |det dV/dtheta|``, so the loss adds the change of ``log |det|``.  Pairs are
 enumerated over the problem's records.  Verdict: loss ``<= epsilon``.
+
+**Statistic audit** (:func:`statistic_audit`, closed form) for releases that are
+post-processing of ``T(D) + V``: K-norm noise (loss ``||T(D) - T(D')|| / scale``) or
+Gaussian noise, whose exact (ε, δ) curve is the hockey-stick divergence
+``delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)``, ``mu = ||T(D) - T(D')||_2 / sigma``
+(Balle & Wang 2018; :func:`gaussian_delta`, :func:`gaussian_epsilon`).  A release made of
+``T`` such steps, each at a public input (a gradient step at the current iterate), is
+audited step by step over the public inputs the mechanism names and composed: K-norm steps
+by basic composition (``T x`` the step's loss), Gaussian steps exactly (``T`` adaptively
+chosen Gaussian steps of ``mu_step`` are ``sqrt(T) mu_step``-GDP, Dong, Roth & Su 2022).
 """
 
 from __future__ import annotations
@@ -35,11 +45,16 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+import math
+
 import numpy as np
+from scipy.optimize import brentq
+from scipy.special import log_ndtr, ndtr
 
 from .pairs import AdjacentPair, audit_view, candidate_pairs
 
-__all__ = ["AuditResult", "exact_audit", "exact_audit_applies", "knorm_audit", "parameter_box", "statistic_audit"]
+__all__ = ["AuditResult", "exact_audit", "exact_audit_applies", "gaussian_delta", "gaussian_epsilon", "knorm_audit",
+           "parameter_box", "statistic_audit", "statistic_audit_applies"]
 
 
 @dataclass
@@ -65,7 +80,8 @@ class AuditResult:
         """Lines for people: the loss found, the limit, the pair and the verdict."""
         run = self.details.get("run_epsilon", self.epsilon)
         ran = "" if run == self.epsilon else f" run at epsilon={run:g}"
-        what = "privacy loss" if self.kind in ("exact", "knorm") else "privacy loss lower bound"
+        what = {"exact": "privacy loss", "knorm": "privacy loss",
+                "accountant": "accountant epsilon"}.get(self.kind, "privacy loss lower bound")
         limit = f"declared epsilon {self.epsilon:g}"
         if self.details.get("delta"):
             limit += f" at delta {self.details['delta']:g}"
@@ -80,6 +96,7 @@ class AuditResult:
         ]
         if self.pair is not None:
             lines.append(f"  pair: {self.pair}")
+        lines.extend(f"  {note}" for note in self.details.get("notes", ()))
         for name, (b, flag) in self.details.get("fields", {}).items():
             verdict = "DATA-DEPENDENT (not private)" if flag else "no evidence of data dependence"
             lines.append(f"  field {name}: lower bound {b:.3f} -> {verdict}")
@@ -239,40 +256,157 @@ def knorm_audit(mechanism, problem, epsilon: float, *, run_epsilon: float | None
     )
 
 
+def gaussian_delta(epsilon: float, mu: float) -> float:
+    """Exact δ(ε) of the Gaussian mechanism whose sensitivity is ``mu`` noise standard
+    deviations (``mu``-GDP): the hockey-stick divergence
+    ``Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)`` (Balle & Wang 2018, Thm 8)."""
+    if mu <= 0.0:
+        return 0.0
+    if not math.isfinite(mu):
+        return 1.0
+    a = -epsilon / mu
+    return float(max(0.0, ndtr(a + mu / 2.0) - math.exp(min(epsilon + log_ndtr(a - mu / 2.0), 700.0))))
+
+
+def gaussian_epsilon(mu: float, delta: float) -> float:
+    """Smallest ε with ``gaussian_delta(ε, mu) <= delta`` (to 1e-12): the exact ε at ``delta``
+    of the ``mu``-GDP Gaussian mechanism; 0 when already ``delta(0) <= delta``, inf when
+    ``delta <= 0 < mu``."""
+    if mu <= 0.0 or gaussian_delta(0.0, mu) <= delta:
+        return 0.0
+    if delta <= 0.0 or not math.isfinite(mu):
+        return math.inf
+    hi = 1.0
+    while gaussian_delta(hi, mu) > delta:
+        hi *= 2.0
+    return float(brentq(lambda e: gaussian_delta(e, mu) - delta, 0.0, hi, xtol=1e-13, rtol=1e-13))
+
+
+#: rest sizes of the statistic audit's default pairs: ``d`` (at least 2) and 64 copies of a fill record
+def _rest_sizes(d: int) -> tuple[int, int]:
+    return max(d, 2), 64
+
+
+def _steps(mechanism, n: int):
+    """Steps composed by the release on data sets of public size ``n`` (1 without the hook;
+    None: the release is not made of statistic-plus-noise steps at this ``n``)."""
+    hook = getattr(mechanism, "statistic_steps", None)
+    return 1 if hook is None else hook(n)
+
+
+def statistic_audit_applies(mechanism, problem, pair: AdjacentPair | None = None) -> bool:
+    """Whether :func:`statistic_audit` decides the mechanism: a ``statistic`` hook, and
+    ``statistic_steps(n)`` not None at some audited size (the pair's, else the default rests')."""
+    if not hasattr(mechanism, "statistic"):
+        return False
+    sizes = [len(pair.rest) + 1] if pair is not None else [k + 1 for k in _rest_sizes(problem.d)]
+    return any(_steps(mechanism, n) is not None for n in sizes)
+
+
+def _fmt_point(p) -> str:
+    return "(" + ",".join(f"{v + 0.0:.4g}" for v in np.ravel(p)) + ")"  # + 0.0: no "-0"
+
+
 def statistic_audit(mechanism, problem, epsilon: float, *, run_epsilon: float | None = None,
                     pairs: list[AdjacentPair] | None = None, max_records: int = 64, seed: int = 0) -> AuditResult:
-    """Closed-form privacy loss of K-norm noise added to a released statistic ``T``.
+    """Closed-form privacy loss of noise added to a released statistic ``T``.
 
     ``mechanism.statistic(data)`` is ``T`` (noisy sufficient statistics; the computed
-    minimiser of output perturbation) and ``mechanism.statistic_noise(data, epsilon) ->
-    (norm, scale)`` the law of ``V`` in ``T + V`` (density ∝ ``exp(-norm(v) / scale)``;
-    ``scale`` may depend on the public ``n``); the estimate is post-processing of
-    ``T + V``.  The log density ratio at ``t`` is ``(norm(t - T') - norm(t - T)) / scale
-    <= norm(T - T') / scale`` with equality far along ``T - T'``, so the loss of a pair is
-    exactly ``norm(T(D) - T(D')) / scale``.  Pairs: every ordered two records of the
-    (restricted) domain's boundary and fill records (``max_records`` drawn when there
-    are more), the rest ``d`` or 64 copies of one fill record (many copies of one record
-    pull a minimiser far along it, where the changed record's loss has no curvature left
-    and moves it most; for a sum over records the rest does not matter).  ``pairs``
-    replaces that enumeration.  Passes when the largest loss is at most ε.
+    minimiser of output perturbation; a gradient step's statistic) and
+    ``mechanism.statistic_noise(data, epsilon)`` the law of ``V`` in ``T + V``; the
+    estimate is post-processing of ``T + V``.
+
+    * ``(norm, scale)``: K-norm noise, density ∝ ``exp(-norm(v) / scale)`` (``scale`` may
+      depend on the public ``n``).  The log density ratio at ``t`` is ``(norm(t - T') -
+      norm(t - T)) / scale <= norm(T - T') / scale`` with equality far along ``T - T'``, so
+      the loss of a pair is exactly ``norm(T(D) - T(D')) / scale``.
+    * ``("gaussian", sigma)``: ``V ~ N(0, sigma^2 I)``, an (ε, δ) mechanism (δ =
+      ``mechanism.delta``).  The pair's law is exactly the Gaussian mechanism with ``mu =
+      ||T(D) - T(D')||_2 / sigma``; the loss reported is its exact ε at δ
+      (:func:`gaussian_epsilon`), and ``delta(epsilon)`` of the pair is in ``details``.
+
+    Optional hooks for releases made of steps (noisy gradient descent, DP-SGD without
+    subsampling): ``statistic`` may return rows ``(k, dim)``, the statistic at the public
+    inputs ``mechanism.audit_iterates(d)`` (a step's current iterate: each step is a
+    mechanism of the data given the public past), of which the audit takes the worst;
+    ``mechanism.statistic_steps(n)`` is the number ``T`` of steps on data sets of public
+    size ``n`` (None: not a composition of such steps at that ``n``, e.g. Poisson-subsampled
+    steps; those pairs are skipped).  The steps compose: K-norm steps by basic composition
+    (loss ``T x`` the step's, an upper bound, which is what their calibration uses),
+    Gaussian steps exactly (``sqrt(T) mu_step``-GDP).  ``mechanism.statistic_description``
+    (a string) says what ``T`` is, e.g. the statistic before a projection.
+
+    Pairs: every ordered two records of the (restricted) domain's boundary and fill records
+    (``max_records`` drawn when there are more), the rest ``d`` or 64 copies of one fill
+    record (many copies of one record pull a minimiser far along it, where the changed
+    record's loss has no curvature left and moves it most).  A mechanism whose statistic
+    is a sum of per-record terms (``statistic_additive = True``) takes one fill record for
+    the rest (it cancels in ``T(D) - T(D')``).  ``pairs`` replaces that enumeration.
+    Passes when the largest loss is at most ε.
     """
     d = problem.d
     problem = audit_view(mechanism, problem)
     run = float(epsilon if run_epsilon is None else run_epsilon)
+    delta = float(getattr(mechanism, "delta", 0.0) or 0.0)
     if pairs is None:
         boundary, fill = problem.audit_records()
         records = np.unique(np.vstack([boundary, fill]), axis=0)
         if len(records) > max_records:
             records = records[np.random.default_rng(seed).choice(len(records), max_records, replace=False)]
+        rests = fill[:1] if getattr(mechanism, "statistic_additive", False) else fill
         pairs = [AdjacentPair(np.tile(f, (k, 1)), r, r2)
-                 for f in fill for k in (max(d, 2), 64) for r, r2 in itertools.permutations(records, 2)]
-    best, where = -np.inf, None
+                 for f in rests for k in _rest_sizes(d) for r, r2 in itertools.permutations(records, 2)]
+    points = mechanism.audit_iterates(d) if hasattr(mechanism, "audit_iterates") else None
+    best, where, info = -np.inf, None, {}
+    first, skipped, gaussian = 0.0, set(), False
     for pair in pairs:
+        n = len(pair.rest) + 1
+        steps = _steps(mechanism, n)
+        if steps is None:
+            skipped.add(n)
+            continue
         D, D2 = (problem.audit_data(x) for x in pair.datasets())
         norm, scale = mechanism.statistic_noise(D, run)
-        loss = float(norm(mechanism.statistic(D) - mechanism.statistic(D2))) / scale
+        diff = np.atleast_2d(np.asarray(mechanism.statistic(D), float) - np.asarray(mechanism.statistic(D2), float))
+        gaussian = isinstance(norm, str) and norm == "gaussian"
+        per = np.atleast_1d(np.linalg.norm(diff, axis=-1) if gaussian else norm(diff)) / scale
+        k = int(np.argmax(per))
+        step = float(per[k])
+        first = max(first, float(per[0]))
+        loss = gaussian_epsilon(math.sqrt(steps) * step, delta) if gaussian else steps * step
         if loss > best:
-            best, where = loss, pair
+            best, where, info = loss, pair, {"steps": int(steps), "step_loss": step, "point": k}
+    if where is None:
+        raise ValueError(f"statistic audit: no audited pair is made of statistic-plus-noise steps (sizes {sorted(skipped)})")
     tol = 1e-9 * epsilon
-    return AuditResult("exact", repr(mechanism), float(epsilon), best, tol, where, bool(best <= epsilon + tol),
-                       {"run_epsilon": run})
+    steps, step = info["steps"], info["step_loss"]
+    details = {"run_epsilon": run, **info, "law": "gaussian" if gaussian else "knorm"}
+    notes = []
+    if getattr(mechanism, "statistic_description", None):
+        notes.append(f"statistic: {mechanism.statistic_description}")
+    where_pt = ""
+    if points is None:
+        details.pop("point")
+    else:
+        details["point"] = np.asarray(points[info["point"]]).tolist()
+        details["first_point_step"] = first
+        where_pt = f" at public iterate {_fmt_point(points[info['point']])}"
+    quantity = "mu = ||T(D) - T(D')||_2 / sigma" if gaussian else "loss"
+    notes.append(f"step {quantity} {step:.4f}{where_pt}" + (
+        f" (largest at the first iterate {_fmt_point(points[0])}: {first:.4f})" if points is not None else ""))
+    if gaussian:
+        mu = math.sqrt(steps) * step
+        details.update(delta=delta, mu=mu, delta_at_epsilon=gaussian_delta(float(epsilon), mu))
+        notes.append(f"{steps} step{'s' if steps > 1 else ''}: mu = sqrt({steps}) x {step:.4f} = {mu:.4f} "
+                     f"(Gaussian DP composition, exact); exact delta at epsilon {epsilon:g}: "
+                     f"{details['delta_at_epsilon']:.3g} (limit {delta:g})")
+    elif steps > 1:
+        notes.append(f"{steps} steps, each audited at its per-step budget epsilon/{steps}: "
+                     f"loss <= {steps} x {step:.4f} = {best:.4f} (basic composition)")
+    elif points is not None:
+        notes.append("1 step: no composition")
+    if skipped:
+        details["skipped_sizes"] = sorted(skipped)
+        notes.append(f"data sets of size {sorted(skipped)} skipped (not statistic-plus-noise steps there)")
+    details["notes"] = notes
+    return AuditResult("exact", repr(mechanism), float(epsilon), best, tol, where, bool(best <= epsilon + tol), details)

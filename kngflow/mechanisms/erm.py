@@ -39,6 +39,7 @@ The release is ``estimate`` alone; ``info`` (sampler, acceptance, steps) is diag
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from numbers import Real
 
@@ -65,6 +66,7 @@ __all__ = [
     "gaussian_gd_noise_multiplier",
     "dpsgd_noise_multiplier",
     "printed_gd_sigma",
+    "audit_iterates",
 ]
 
 #: Default ridge constant ``reg`` (Λ): see the module docstring.
@@ -382,6 +384,32 @@ def printed_gd_sigma(epsilon: float, delta: float, steps: int, n: int, L: float)
     return math.sqrt(2.0 * L * L * steps * math.log(1.0 / delta)) / (n * epsilon)
 
 
+def audit_iterates(d: int, radius: float) -> np.ndarray:
+    """Public iterates at which the gradient methods' steps are audited: ``theta_0 = 0``
+    (first) and points of the sphere of radius ``radius``: ``±radius e_j``,
+    ``radius (±e_i ± e_j) / sqrt(2)`` and (``d <= 8``) ``radius s / sqrt(d)`` for every sign
+    vector ``s``.  The logistic gradient difference of two records ``x (sigma(x'theta) - y) -
+    x' (sigma(x''theta) - y')`` is largest where ``x'theta`` and ``x''theta`` are large with
+    opposite signs, e.g. along ``e_j`` for two corners that differ in coordinate ``j``."""
+    eye = np.eye(d)
+    pts = [np.zeros(d), *(radius * eye), *(-radius * eye)]
+    for i in range(d):
+        for j in range(i + 1, d):
+            for si in (-1.0, 1.0):
+                for sj in (-1.0, 1.0):
+                    pts.append(radius * (si * eye[i] + sj * eye[j]) / math.sqrt(2.0))
+    if d <= 8:
+        pts += [radius * np.array(s) / math.sqrt(d) for s in itertools.product((-1.0, 1.0), repeat=d)]
+    pts = np.array(pts)
+    _, first = np.unique(pts, axis=0, return_index=True)
+    return pts[np.sort(first)]
+
+
+#: radius of DP-SGD's audited iterates (its iterates are not projected): ``sigma(-40) ~ 4e-18``,
+#: so per-example gradients there are at their limits ``x (1{x'theta > 0} - y)``
+DPSGD_AUDIT_RADIUS = 40.0
+
+
 class NoisyGD(_ERM):
     """Noisy projected gradient descent (chapter eq. 7.11–7.12) on ``J``.
 
@@ -419,6 +447,29 @@ class NoisyGD(_ERM):
     Where the accountant cannot certify the target (ε below ~1e-9 at δ = 1e-5, above
     ~1e9) the release is the
     data-independent ``theta_0 = 0`` (0-DP; ``info["sampler"] = "none"``).
+
+    Audit (closed form, :func:`~kngflow.audit.statistic_audit`).  Given the public iterate
+    ``theta_t`` a step releases ``theta_t - eta (grad J(theta_t) + Z_t)`` before the
+    projection: an affine bijection of ``grad J(theta_t) + Z_t`` (``eta`` public), so its
+    privacy loss is exactly that of the statistic ``grad J(theta_t)`` plus the noise, and the
+    projection onto ``C`` (and the release of ``theta_T``) is post-processing that cannot add
+    to it.  The audit reads the statistic at ``theta_0 = 0`` and at points of ``C``'s
+    boundary (:func:`audit_iterates`; later iterates lie in ``C``), for every pair of domain
+    records: gamma noise, the step's loss ``||grad J_D - grad J_D'|| / s`` compared with its
+    budget ``ε / T`` (``T`` steps compose to ``T x`` that, basic composition — so auditing
+    one step covers every ``T``); Gaussian noise, the step's ``mu = ||grad J_D - grad J_D'|| /
+    sigma`` composed exactly to ``sqrt(T) mu`` and the exact ε at δ of the Gaussian
+    mechanism.  For ``m = 2`` the worst pair reaches ``||Δ|| = 2 sqrt(m - 1) / n`` (two corners
+    differing in one coordinate, labels 0 and 1, ``theta`` along that coordinate), 0.71 of
+    the calibrated ``2L/n``, so the 2ε-calibrated mechanism is flagged.  At ``theta_0 = 0``
+    alone the gradient moves by at most ``L/n`` (``|sigma(0) - y| = 1/2``): the first step
+    uses half its budget, which is why the audit checks the step at the iterates the
+    calibration covers rather than at ``theta_0`` only — with ``iterations = 1`` the release
+    itself is (ε/2)-DP (gamma) and the 2ε-calibrated one-step release is still ε-DP; it is
+    the step's calibration (each step (ε/T)-DP at any public iterate in ``C``) that fails.
+    The Gaussian variant also gets the accountant audit
+    (:func:`~kngflow.audit.accountant_audit`): the RDP accountant's ε for the noise
+    multiplier used (the printed calibration fails it).
     """
 
     kind = "noisy_gd"
@@ -452,6 +503,53 @@ class NoisyGD(_ERM):
 
     def eta(self, d: int) -> float:
         return self.step_size if self.step_size is not None else 1.0 / (d / 4.0 + self.reg)
+
+    def noise_multiplier(self, epsilon: float) -> float | None:
+        """Gaussian noise: ``z = sigma / (2L/n)`` (independent of ``n`` and ``m``); None: unreachable."""
+        if self.noise != "gaussian":
+            raise ValueError("noise_multiplier applies to noise='gaussian' only")
+        if self.calibration == "printed":
+            z = math.sqrt(2.0 * self.iterations * math.log(1.0 / self.delta)) / (2.0 * epsilon)
+            return z if math.isfinite(z) else None
+        return gaussian_gd_noise_multiplier(epsilon, self.delta, self.iterations)
+
+    # ---------------------------------------------------------------- audit seam
+    #: the step's statistic is an average over records: the rest of a data set cancels in
+    #: ``grad J_D - grad J_D'`` (``n`` enters only through the public scale)
+    statistic_additive = True
+    statistic_description = ("grad J(theta_t) at the step's public iterate theta_t; the step releases "
+                             "theta_t - eta (grad J + Z) before the projection onto C, an affine bijection of "
+                             "grad J + Z, and the projection is post-processing")
+
+    def audit_iterates(self, d: int) -> np.ndarray:
+        """``theta_0 = 0`` and points of the boundary of ``C`` (:func:`audit_iterates`)."""
+        return audit_iterates(d, self.radius)
+
+    def statistic(self, data) -> np.ndarray:
+        """``grad J(theta)`` at each of :meth:`audit_iterates` (rows), as the step computes it."""
+        data = self.check_data(data)
+        X, y = data.X, data.y
+        n, d = X.shape
+        theta = self.audit_iterates(d)
+        return (expit(X @ theta.T) - y[:, None]).T @ X / n + self.reg * theta
+
+    def statistic_noise(self, data, epsilon: float):
+        """Per step: gamma ``(ℓ2 norm, s)``, ``s = 2 L T / (n eps)``; Gaussian ``("gaussian",
+        sigma)``.  An unreachable target (data-independent release) has infinite scale."""
+        n, d = data.X.shape
+        level = self.noise_level(n, d, epsilon)
+        level = math.inf if level is None else level
+        return ("gaussian", level) if self.noise == "gaussian" else (get_norm("l2"), level)
+
+    def statistic_steps(self, n: int) -> int:
+        """``T = iterations``, composed adaptively (each step at the public past iterate)."""
+        return self.iterations
+
+    def accountant_epsilon(self, n: int, epsilon: float, run_epsilon: float | None = None) -> float:
+        """ε by dp_accounting's RDP accountant, at ``delta``, of ``T`` Gaussian steps with the
+        noise multiplier calibrated at ``run_epsilon`` (0 for the data-independent release)."""
+        z = self.noise_multiplier(epsilon if run_epsilon is None else run_epsilon)
+        return 0.0 if z is None else gd_accountant_epsilon(z, self.iterations, self.delta)
 
     def noise_level(self, n: int, d: int, epsilon: float) -> float | None:
         """Gamma: scale ``s`` of ``exp(-||z||/s)``; Gaussian: ``sigma``; None: unreachable."""
@@ -517,6 +615,18 @@ class DPSGD(_ERM):
     ε above :data:`EPS_CAP` is calibrated at the cap; where the accountant cannot certify
     the target (tiny ε, below the floor of the RDP orders used — under 1e-3 at δ = 1e-5)
     the release is the data-independent 0 (0-DP, ``info["sampler"] = "none"``).
+
+    Audit.  With ``q = 1`` (``sampling_rate = 1``, or ``batch_size >= n``) a step is the
+    Gaussian mechanism on the sum of clipped per-example gradients at the public iterate,
+    then an affine bijection (``lr``, ``q n`` public): the exact audit
+    (:func:`~kngflow.audit.statistic_audit`) reads ``mu = ||S_D - S_D'||_2 / (z C)`` at
+    ``theta = 0`` and at points of radius :data:`DPSGD_AUDIT_RADIUS` (the iterates are not
+    projected), composes the ``T`` steps exactly (``sqrt(T) mu``) and checks the exact ε at
+    δ of that Gaussian mechanism — under replace-one directly, with no group-privacy step.
+    With ``q < 1`` the step is a subsampled mixture with no closed form: the accountant
+    audit (:func:`~kngflow.audit.accountant_audit`) re-checks dp_accounting's ε for the
+    configuration ``(z, q, T)`` at ``δ_a``, doubled by group privacy, against ε.  The
+    accountant audit runs for ``q = 1`` as well.
     """
 
     kind = "dpsgd"
@@ -565,6 +675,53 @@ class DPSGD(_ERM):
         ea, da = self.accountant_target(epsilon)
         return dpsgd_noise_multiplier(ea, da, q, T)
 
+    def clip_norm(self, d: int) -> float:
+        """``C``: ``clip``, default ``L = sqrt(m)``."""
+        return lipschitz(d) if self.clip is None else self.clip
+
+    # ---------------------------------------------------------------- audit seam
+    #: the step's statistic is a sum over records (the rest cancels in ``S_D - S_D'``)
+    statistic_additive = True
+    statistic_description = ("the sum S of clipped per-example gradients at the step's public iterate (q = 1: "
+                             "every record); the step releases theta - lr ((S + N(0, (zC)^2 I)) / (q n) + reg theta), "
+                             "an affine bijection of S + noise")
+
+    def audit_iterates(self, d: int) -> np.ndarray:
+        """``theta_0 = 0`` and points of radius :data:`DPSGD_AUDIT_RADIUS` (:func:`audit_iterates`)."""
+        return audit_iterates(d, DPSGD_AUDIT_RADIUS)
+
+    def statistic(self, data) -> np.ndarray:
+        """``S(theta) = sum_i clip_C(x_i (sigma(x_i'theta) - y_i))`` at each of :meth:`audit_iterates` (rows)."""
+        data = self.check_data(data)
+        X, y = data.X, data.y
+        theta = self.audit_iterates(X.shape[1])
+        r = expit(X @ theta.T) - y[:, None]  # (n, k): per-example gradient x_i r_ik
+        norms = np.abs(r) * np.sqrt(np.einsum("ij,ij->i", X, X))[:, None]
+        scale = np.minimum(1.0, self.clip_norm(X.shape[1]) / np.maximum(norms, 1e-300))
+        return (r * scale).T @ X
+
+    def statistic_noise(self, data, epsilon: float):
+        """``("gaussian", z C)`` on the sum (infinite for the data-independent release)."""
+        n, d = data.X.shape
+        z = self.noise_multiplier(n, epsilon)
+        return "gaussian", (math.inf if z is None else z * self.clip_norm(d))
+
+    def statistic_steps(self, n: int) -> int | None:
+        """``T`` when ``q = 1``; None for Poisson-subsampled steps (no closed form)."""
+        q, T = self.schedule(n)
+        return T if q >= 1.0 else None
+
+    def accountant_epsilon(self, n: int, epsilon: float, run_epsilon: float | None = None) -> float:
+        """ε under replace-one that dp_accounting's RDP accountant certifies, at ``delta``, for
+        the noise multiplier calibrated at ``run_epsilon``: ``2 ε_a`` with ``ε_a`` the
+        add-or-remove ε of ``(z, q, T)`` at ``δ_a = δ / (1 + e^{ε/2})`` (group privacy; 0 for
+        the data-independent release)."""
+        q, T = self.schedule(n)
+        z = self.noise_multiplier(n, epsilon if run_epsilon is None else run_epsilon)
+        if z is None:
+            return 0.0
+        return 2.0 * dpsgd_accountant_epsilon(z, q, T, self.accountant_target(epsilon)[1])
+
     def release(self, data, epsilon, rng) -> Release:
         data = self.check_data(data)
         epsilon = check_epsilon(epsilon)
@@ -574,7 +731,7 @@ class DPSGD(_ERM):
         z = self.noise_multiplier(n, epsilon)
         if z is None:
             return _release(np.zeros(d), 0, "none")
-        C = lipschitz(d) if self.clip is None else self.clip
+        C = self.clip_norm(d)
         lr = self.lr if self.lr is not None else 1.0 / (d / 4.0 + self.reg)
         X, y, reg, norm = data.X, data.y, self.reg, q * n
         theta = np.zeros(d)
