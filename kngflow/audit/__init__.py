@@ -1,9 +1,10 @@
 """Privacy audits of kngflow's mechanisms (exact, black-box and side-channel).
 
 Exact audits compute the law of a release (KNG and the exponential mechanism by
-numerical normalisation of ``log_density`` in 1-D/2-D; K-norm noise on a gradient in closed form; K-norm or Gaussian noise on a released
-statistic in closed form, step by step for gradient methods); accountant audits re-check the ε a privacy accountant certifies for an (ε, δ)
-mechanism's calibrated noise (multi-step, subsampled);
+numerical normalisation of ``log_density`` in 1-D/2-D; K-norm noise on a gradient in
+closed form; K-norm or Gaussian noise on a released statistic in closed form, step by
+step for gradient methods); accountant audits re-check the ε a privacy accountant
+certifies for an (ε, δ) mechanism's calibrated noise (multi-step, subsampled);
 black-box audits sample releases on adjacent data sets and give a Clopper–Pearson lower
 confidence bound on the privacy loss; the side-channel audit applies the black-box test
 to every output a release carries besides the estimate.  The seam with problems and

@@ -377,7 +377,8 @@ def statistic_audit(mechanism, problem, epsilon: float, *, run_epsilon: float | 
         if loss > best:
             best, where, info = loss, pair, {"steps": int(steps), "step_loss": step, "point": k}
     if where is None:
-        raise ValueError(f"statistic audit: no audited pair is made of statistic-plus-noise steps (sizes {sorted(skipped)})")
+        raise ValueError("statistic audit: no audited pair is made of statistic-plus-noise steps "
+                         f"(sizes {sorted(skipped)})")
     tol = 1e-9 * epsilon
     steps, step = info["steps"], info["step_loss"]
     details = {"run_epsilon": run, **info, "law": "gaussian" if gaussian else "knorm"}

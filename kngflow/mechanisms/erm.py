@@ -459,10 +459,13 @@ class NoisyGD(_ERM):
     budget ``ε / T`` (``T`` steps compose to ``T x`` that, basic composition — so auditing
     one step covers every ``T``); Gaussian noise, the step's ``mu = ||grad J_D - grad J_D'|| /
     sigma`` composed exactly to ``sqrt(T) mu`` and the exact ε at δ of the Gaussian
-    mechanism.  For ``m = 2`` the worst pair reaches ``||Δ|| = 2 sqrt(m - 1) / n`` (two corners
-    differing in one coordinate, labels 0 and 1, ``theta`` along that coordinate), 0.71 of
-    the calibrated ``2L/n``, so the 2ε-calibrated mechanism is flagged.  At ``theta_0 = 0``
-    alone the gradient moves by at most ``L/n`` (``|sigma(0) - y| = 1/2``): the first step
+    mechanism.  The worst pair found moves the gradient by ``||Δ|| = 2 sqrt(m - 1) / n``, a
+    fraction ``sqrt((m - 1) / m)`` of the calibrated ``2L/n`` (0.71 at ``m = 2``; e.g. corners
+    ``(-1, -1)`` and ``(-1, 1)``, both labelled 0, at ``theta = (-radius, 0)``: ``Δ = (x - x') / n``),
+    so the 2ε-calibrated mechanism is flagged for ``m >= 2``.  For ``m = 1`` the logistic
+    gradient moves by at most ``L/n`` at every ``theta``: the calibration is conservative by
+    2 and the 2ε-calibrated mechanism is in fact ε-DP (gamma: the audit reads 1.0, a
+    pass).  At ``theta_0 = 0`` alone the gradient moves by at most ``L/n`` (``|sigma(0) - y| = 1/2``): the first step
     uses half its budget, which is why the audit checks the step at the iterates the
     calibration covers rather than at ``theta_0`` only — with ``iterations = 1`` the release
     itself is (ε/2)-DP (gamma) and the 2ε-calibrated one-step release is still ε-DP; it is
