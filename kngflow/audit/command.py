@@ -25,8 +25,9 @@ def add_parser(subparsers) -> None:
         "audit",
         help="privacy audit of a mechanism (exact, black-box, side-channel)",
         description="Audit MECHANISM on adjacent data sets of the problem's declared domain: the exact "
-        "privacy loss where the law is computable, a Clopper-Pearson lower bound on it from releases "
-        "otherwise. Exit 0: passed, 1: flagged, 2: bad input.",
+        "privacy loss where the law is computable, the accountant's epsilon of an (epsilon, delta) "
+        "mechanism's calibrated noise, a Clopper-Pearson lower bound on the loss from releases. "
+        "Exit 0: passed, 1: flagged, 2: bad input.",
     )
     p.add_argument("mechanism", metavar="MECHANISM", help="mechanism kind, e.g. kng, exponential, objective")
     p.add_argument("--problem", default="linear", help="problem name (default linear)")
