@@ -68,7 +68,8 @@ def _styles(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
     for i, (label, kind) in enumerate(kinds.items()):
         color = _KIND_COLORS.get(kind)
         if color is None or color in used:
-            color = next(c for c in spare if c not in used)
+            # more lines than colours: reuse the cycle; the markers still tell the lines apart
+            color = next((c for c in spare if c not in used), _CYCLE[i % len(_CYCLE)])
         used.add(color)
         styles[label] = {"color": color, "marker": _MARKERS[i % len(_MARKERS)]}
         if mixed and deltas.get(label, 0.0) > 0:  # ε-DP and (ε, δ)-DP in one legend: say which is which

@@ -35,6 +35,7 @@ satisfies ``|y - x' theta| <= 1 + B``.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -59,6 +60,7 @@ __all__ = [
     "ols_stderr",
     "well_conditioned",
     "BLOCK_ROWS",
+    "dataset_stats",
 ]
 
 #: Rows folded into the statistics at a time.  Block boundaries are fixed in absolute
@@ -254,47 +256,113 @@ def stats_from_arrays(
 _PROTOCOLS = ("paper", "public_bound")
 
 
+@functools.cache
+def dataset_stats(name: str) -> LinearStats:
+    """Sufficient statistics of the real data set ``name`` (:mod:`kngflow.problems.datasets`),
+    computed once per process; ``G`` and ``c`` are read-only (shared by every replicate)."""
+    from .datasets import load_dataset
+
+    data = load_dataset(name)
+    stats = stats_from_arrays(data.X, data.y, y_bound=1.0)
+    for a in (stats.G, stats.c):
+        a.setflags(write=False)
+    return stats
+
+
 @dataclass(frozen=True, kw_only=True)
 class LinearProblem:
-    """KNG paper Algorithm 1: simulated linear regression.
+    """KNG paper Algorithm 1: simulated linear regression — or a real data set.
 
     ``X_i1 = 1``, ``X_ij ~ U(-1, 1)`` for ``j >= 2``, ``e_i ~ N(0, 1)``,
     ``Y = X theta* + e``.  Protocol ``"paper"`` scales by ``R = max|Y|`` (computed
     without privacy, exactly as the paper does); protocol ``"public_bound"`` clips
     ``Y`` to ``[-y_bound, y_bound]`` and scales by the public ``y_bound``.
 
+    With ``dataset`` (Awan & Slavković §6.3) the data are a fixed real data set,
+    preprocessed once per process (:mod:`kngflow.problems.datasets`): ``simulate``
+    ignores its generator and returns the same sufficient statistics for every
+    replicate, so replicates differ only by the mechanisms' noise; ``theta_star`` is the
+    non-private OLS estimate on those data, so ``error`` is the distance to it; ``d`` is
+    the data set's and ``n`` must be its number of rows.  The preprocessing scales ``Y``
+    into ``[-1, 1]``, so the protocol is ``"public_bound"`` with ``y_bound = 1``; its
+    truncation quantiles are not private (see ``caveats``).
+
     Parameters
     ----------
     d : int
-        Number of coefficients (intercept included), ``>= 1``.
+        Number of coefficients (intercept included), ``>= 1``; default 12, or the data
+        set's.
     theta_star : array (d,), optional
-        True coefficients; default :func:`paper_theta_star`.
+        True coefficients; default :func:`paper_theta_star`.  Not with ``dataset``.
     protocol : {"paper", "public_bound"}
+        Default ``"paper"``, or ``"public_bound"`` with ``dataset`` (the only one allowed).
     y_bound : float
-        Public bound on ``|Y|``, required by ``"public_bound"``.
+        Public bound on ``|Y|``, required by ``"public_bound"``; 1 with ``dataset``.
+    dataset : {"randhie"}, optional
+        A real data set instead of simulated data.
     """
 
-    d: int = 12
+    d: int | None = None
     theta_star: np.ndarray | None = field(default=None)
-    protocol: str = "paper"
+    protocol: str | None = None
     y_bound: float | None = None
+    dataset: str | None = None
     name: str = field(default="linear", init=False)
 
     def __post_init__(self):
-        if isinstance(self.d, bool) or not isinstance(self.d, (int, np.integer)) or self.d < 1:
+        if self.dataset is not None:
+            self._init_dataset()
+            return
+        d = 12 if self.d is None else self.d
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
             raise ValueError(f"d must be a positive integer, got {self.d!r}")
+        object.__setattr__(self, "d", int(d))
         ts = paper_theta_star(int(self.d)) if self.theta_star is None else np.asarray(self.theta_star, float)
         if ts.shape != (self.d,):
             raise ValueError(f"theta_star must have shape (d,) = ({self.d},), got {ts.shape}")
         object.__setattr__(self, "theta_star", ts)
+        object.__setattr__(self, "protocol", "paper" if self.protocol is None else self.protocol)
         if self.protocol not in _PROTOCOLS:
             raise ValueError(f"protocol must be one of {_PROTOCOLS}, got {self.protocol!r}")
         if self.protocol == "public_bound":
             if self.y_bound is None or not (np.isfinite(self.y_bound) and self.y_bound > 0):
                 raise ValueError(f"y_bound must be finite and > 0 with protocol 'public_bound', got {self.y_bound!r}")
 
+    def _init_dataset(self) -> None:
+        from .datasets import check_dataset, load_dataset
+
+        check_dataset(self.dataset, "linear")
+        stats = dataset_stats(self.dataset)
+        if self.d is not None and self.d != stats.d:
+            raise ValueError(f"d must be omitted or {stats.d} with dataset {self.dataset!r}, got {self.d!r}")
+        if self.theta_star is not None:
+            raise ValueError(
+                f"theta_star must be omitted with dataset {self.dataset!r}: the reference is the non-private "
+                "estimate on the data set"
+            )
+        if self.protocol not in (None, "public_bound"):
+            raise ValueError(
+                f"protocol must be 'public_bound' (or omitted) with dataset {self.dataset!r}: the preprocessing "
+                f"scales Y into [-1, 1], got {self.protocol!r}"
+            )
+        if self.y_bound not in (None, 1, 1.0) or isinstance(self.y_bound, bool):
+            raise ValueError(f"y_bound must be 1 (or omitted) with dataset {self.dataset!r}, got {self.y_bound!r}")
+        object.__setattr__(self, "d", stats.d)
+        object.__setattr__(self, "protocol", "public_bound")
+        object.__setattr__(self, "y_bound", 1.0)
+        object.__setattr__(self, "theta_star", ols(stats) * stats.scale)
+        load_dataset(self.dataset)  # cached: the caveat below reads it
+
     @property
     def caveats(self) -> str:
+        if self.dataset is not None:
+            from .datasets import load_dataset
+
+            return (
+                f"real data set {self.dataset!r} (n = {dataset_stats(self.dataset).n}, fixed: replicates differ only "
+                "by the mechanisms' noise; theta_star is the non-private OLS estimate on these data, so error is the "
+                "distance to it, as in Awan-Slavkovic 6.3); " + load_dataset(self.dataset).caveat + "."
+            )
         if self.protocol == "paper":
             return (
                 "paper protocol: Y is divided by R = max|Y| computed WITHOUT privacy "
@@ -303,9 +371,13 @@ class LinearProblem:
         return f"public_bound protocol: Y clipped to [-{self.y_bound}, {self.y_bound}] and divided by that public bound."
 
     def check_n(self, n: int) -> None:
-        """Raise ValueError naming ``n`` unless ``n >= d``."""
+        """Raise ValueError naming ``n`` unless ``n >= d`` (with ``dataset``: ``n`` = its row count)."""
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
             raise TypeError(f"n must be an integer, got {type(n).__name__}")
+        if self.dataset is not None:
+            rows = dataset_stats(self.dataset).n
+            if n != rows:
+                raise ValueError(f"n must be {rows}, the number of rows of dataset {self.dataset!r}, got n={n}")
         if n < self.d:
             raise ValueError(f"n must be at least d={self.d}, got n={n}")
 
@@ -315,11 +387,14 @@ class LinearProblem:
         Covariates and errors come from two child streams of ``rng`` (``rng.spawn``),
         each drawn sequentially, so the data — and, through :class:`StatsAccumulator`,
         the statistics — are bit-identical whatever ``chunk_rows`` is.  Memory is
-        ``O(chunk_rows * d)``.
+        ``O(chunk_rows * d)``.  With ``dataset``: the data set's statistics (cached,
+        read-only, the same object every call; ``rng`` is not used).
         """
         self.check_n(n)
         if not isinstance(rng, np.random.Generator):
             raise TypeError("rng must be a numpy.random.Generator")
+        if self.dataset is not None:
+            return dataset_stats(self.dataset)
         rng_x, rng_e = rng.spawn(2)
         d = self.d
         acc = StatsAccumulator(d)

@@ -31,6 +31,7 @@ does not grow, so KNG's density does not decay: ``Theta`` is bounded (uniform ba
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -53,6 +54,8 @@ __all__ = [
     "logistic_mle",
     "perturbed_minimiser",
     "PAPER_BETA",
+    "dataset_data",
+    "dataset_mle",
 ]
 
 #: Algorithm 3's coefficients (m = 7)
@@ -252,21 +255,61 @@ def perturbed_minimiser(X, y, gamma, V, tol_abs, max_iter):
 
 
 
+@functools.cache
+def dataset_data(name: str) -> LogisticData:
+    """The real data set ``name`` (:mod:`kngflow.problems.datasets`) as :class:`LogisticData`:
+    read once per process, read-only arrays shared by every replicate (no mechanism writes them)."""
+    from .datasets import load_dataset
+
+    data = load_dataset(name)
+    return LogisticData(data.X, data.y)
+
+
+@functools.cache
+def dataset_mle(name: str) -> np.ndarray:
+    """The non-private MLE on the real data set ``name`` (computed once per process; read-only)."""
+    beta = logistic_mle(dataset_data(name))
+    beta.setflags(write=False)
+    return beta
+
+
 @dataclass(frozen=True, kw_only=True)
 class LogisticProblem(SimulatedProblem):
-    """Simulated logistic regression (Awan & Slavković, Algorithm 3).
+    """Simulated logistic regression (Awan & Slavković, Algorithm 3) — or a real data set.
 
     ``X_ij ~ U[-1, 1]``, ``U_i ~ U[0, 1]``, ``Y_i = 1{U_i < sigma(x_i' beta)}``.
+
+    With ``dataset`` the data are a fixed real data set, preprocessed once per process
+    (:mod:`kngflow.problems.datasets`): ``simulate`` ignores its generator and returns
+    the same read-only arrays for every replicate (replicates differ only by the
+    mechanisms' noise); ``beta`` — hence ``theta_star`` — is set to the non-private MLE
+    on those data, so ``error`` is the distance to it; ``m`` is the data set's and ``n``
+    must be its number of rows.
 
     Parameters
     ----------
     beta : list of m floats (default Algorithm 3's seven coefficients); ``m = len(beta)``.
+        Not with ``dataset``.
+    dataset : {"fair"}, optional
+        A real data set instead of simulated data.
     """
 
     beta: tuple | None = None
+    dataset: str | None = None
     name: str = field(default="logistic", init=False)
 
     def __post_init__(self):
+        if self.dataset is not None:
+            from .datasets import check_dataset
+
+            check_dataset(self.dataset, "logistic")
+            if self.beta is not None:
+                raise ValueError(
+                    f"beta must be omitted with dataset {self.dataset!r}: the reference is the non-private MLE "
+                    "on the data set"
+                )
+            object.__setattr__(self, "beta", tuple(float(b) for b in dataset_mle(self.dataset)))
+            return
         beta = PAPER_BETA if self.beta is None else self.beta
         n = len(beta) if isinstance(beta, (list, tuple)) else 0
         if n < 1:
@@ -281,9 +324,38 @@ class LogisticProblem(SimulatedProblem):
     def theta_star(self) -> np.ndarray:
         return np.array(self.beta)
 
+    @property
+    def caveats(self) -> str:
+        if self.dataset is None:
+            return ""
+        from .datasets import load_dataset
+
+        data = load_dataset(self.dataset)
+        return (
+            f"real data set {self.dataset!r} (n = {data.n}, fixed: replicates differ only by the mechanisms' noise; "
+            "theta_star is the non-private MLE on these data, so error is the distance to it); "
+            + data.caveat + "."
+        )
+
+    def check_n(self, n: int) -> None:
+        """``n >= 1``; with ``dataset``, ``n`` must be its number of rows."""
+        super().check_n(n)
+        if self.dataset is not None:
+            from .datasets import load_dataset
+
+            rows = load_dataset(self.dataset).n
+            if n != rows:
+                raise ValueError(f"n must be {rows}, the number of rows of dataset {self.dataset!r}, got n={n}")
+
     def simulate(self, n: int, rng: np.random.Generator) -> LogisticData:
-        """One data set: ``X`` (n, m) and ``y`` (n,), the only ``n x m`` array."""
+        """One data set: ``X`` (n, m) and ``y`` (n,), the only ``n x m`` array.
+
+        With ``dataset``: the data set itself (cached, read-only, never copied; ``rng``
+        is not used).
+        """
         self.check_n(n)
+        if self.dataset is not None:
+            return dataset_data(self.dataset)
         X = rng.random((n, self.d))
         X *= 2.0
         X -= 1.0
