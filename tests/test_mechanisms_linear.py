@@ -30,7 +30,9 @@ def test_release_shape_info_and_bounds(kind, small, large):
         assert rel.estimate.shape == (12,) and rel.estimate.dtype == np.float64
         assert set(rel.info) == {"sampler", "acceptance", "steps"}
         assert rel.info["sampler"] in {"none", "exact", "gibbs", "metropolis"}
-        if kind not in ("nonprivate", "ss"):  # ss: eq. (5) is unconstrained
+        if kind == "noisy_gd":  # projected onto the l2 ball of radius 1
+            assert np.linalg.norm(rel.estimate / stats.scale) <= 1.0 + 1e-9
+        elif kind not in ("nonprivate", "ss", "output"):  # ss: eq. (5), output: noise, unconstrained
             assert np.abs(rel.estimate / stats.scale).sum() <= 1.0 + 1e-9
         again = mech.release(stats, 1.0, np.random.default_rng(3))
         assert np.array_equal(rel.estimate, again.estimate)

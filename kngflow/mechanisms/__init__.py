@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 
 from .base import Release
-from . import erm, geomedian, linear_ss, logistic, mean, quantile, quantreg
+from . import erm, erm_linear, geomedian, linear_ss, logistic, mean, quantile, quantreg
 from .linear import KNG, Exponential, ExtendedObjectivePerturbation, NonPrivate, ObjectivePerturbation
 from .quantile import private_quantile
 
@@ -21,6 +21,8 @@ MECHANISMS = {
         "objective": ObjectivePerturbation,
         "objective_ext": ExtendedObjectivePerturbation,
         "ss": linear_ss.SufficientStatistics,
+        "output": erm_linear.OutputPerturbation,
+        "noisy_gd": erm_linear.NoisyGD,
     },
     "quantile": {"nonprivate": quantile.NonPrivate, "kng": quantile.KNG, "exponential": quantile.Exponential},
     "quantreg": {"nonprivate": quantreg.NonPrivate, "kng": quantreg.KNG, "exponential": quantreg.Exponential},

@@ -99,13 +99,46 @@ def _release(theta, steps, sampler="exact") -> Release:
 
 
 class _ERM:
-    """Shared options: ``reg`` and data validation."""
+    """Shared options (``reg``), data validation and the loss hooks.
+
+    The hooks below are the logistic loss's; :mod:`kngflow.mechanisms.erm_linear` overrides
+    them for the squared loss on sufficient statistics (output perturbation and noisy
+    gradient descent use only these).
+    """
 
     def __init__(self, reg):
         self.reg = check_positive("reg", reg)
 
     def check_data(self, data):
         return check_logistic_data(data)
+
+    def size(self, data) -> tuple[int, int]:
+        """``(n, d)``: records and coefficients."""
+        return data.X.shape
+
+    def lipschitz(self, d: int) -> float:
+        """``L``: a bound on one record's loss gradient ``||grad l(theta; z)||_2`` where it is used."""
+        return lipschitz(d)
+
+    def smoothness(self, d: int) -> float:
+        """A bound on the largest eigenvalue of ``hess J``: ``m/4 + reg``."""
+        return d / 4.0 + self.reg
+
+    def mean_gradient(self, data, theta: np.ndarray) -> np.ndarray:
+        """``(1/n) sum_i grad l(theta; z_i)`` at ``theta`` (d,), or at each row of ``theta`` (k, d)."""
+        X, y = data.X, data.y
+        if theta.ndim == 1:
+            return X.T @ (expit(X @ theta) - y) / X.shape[0]
+        return (expit(X @ theta.T) - y[:, None]).T @ X / X.shape[0]
+
+    def finish(self, data, theta: np.ndarray) -> np.ndarray:
+        """The estimate in the data's units (identity here)."""
+        return theta
+
+    def default_radius(self) -> float:
+        """Radius of the ball ``C`` of projected methods: ``sqrt(2 log 2 / reg)`` holds the
+        minimiser (``reg/2 ||theta^||^2 <= J(theta^) <= J(0) = log 2``)."""
+        return math.sqrt(2.0 * math.log(2.0) / self.reg)
 
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.options().items())
@@ -153,7 +186,7 @@ class OutputPerturbation(_ERM):
 
     def sensitivity(self, n: int, d: int) -> float:
         """``2 L (1 + tol) / (n reg)``: ℓ2 sensitivity of the computed minimiser."""
-        return 2.0 * lipschitz(d) * (1.0 + self.tol) / (n * self.reg)
+        return 2.0 * self.lipschitz(d) * (1.0 + self.tol) / (n * self.reg)
 
     def noise_scale(self, n: int, d: int, epsilon: float) -> float:
         return self.sensitivity(n, d) / epsilon
@@ -165,7 +198,7 @@ class OutputPerturbation(_ERM):
 
     def statistic_noise(self, data, epsilon: float):
         """``(ℓ2 norm, scale)`` of the gamma noise for this data set's (public) size."""
-        n, d = data.X.shape
+        n, d = self.size(data)
         return get_norm("l2"), self.noise_scale(n, d, epsilon)
 
     def minimiser(self, data):
@@ -176,12 +209,12 @@ class OutputPerturbation(_ERM):
         data = self.check_data(data)
         epsilon = check_epsilon(epsilon)
         rng = check_rng(rng)
-        n, d = data.X.shape
+        n, d = self.size(data)
         scale = self.noise_scale(n, d, epsilon)
         if not math.isfinite(scale):  # eps below ~1e-300: a data-independent release is 0-DP
             return _release(np.zeros(d), 0, "none")
         theta, it, _ = self.minimiser(data)
-        return _release(theta + knorm(rng, "l2", d, scale), it)
+        return _release(self.finish(data, theta + knorm(rng, "l2", d, scale)), it)
 
 
 def chaudhuri_constants(epsilon: float, n: int, reg: float, c: float = LOSS_CURVATURE) -> tuple[float, float]:
@@ -481,7 +514,7 @@ class NoisyGD(_ERM):
                  calibration=None):
         super().__init__(reg)
         self.iterations = check_int("iterations", iterations, 1)
-        self.radius = math.sqrt(2.0 * math.log(2.0) / self.reg) if radius is None else check_positive("radius", radius)
+        self.radius = self.default_radius() if radius is None else check_positive("radius", radius)
         self.step_size = None if step_size is None else check_positive("step_size", step_size)
         self.noise = check_choice("noise", noise, ("gamma", "gaussian"))
         if self.noise == "gaussian":
@@ -505,7 +538,7 @@ class NoisyGD(_ERM):
         return out
 
     def eta(self, d: int) -> float:
-        return self.step_size if self.step_size is not None else 1.0 / (d / 4.0 + self.reg)
+        return self.step_size if self.step_size is not None else 1.0 / self.smoothness(d)
 
     def noise_multiplier(self, epsilon: float) -> float | None:
         """Gaussian noise: ``z = sigma / (2L/n)`` (independent of ``n`` and ``m``); None: unreachable."""
@@ -531,15 +564,13 @@ class NoisyGD(_ERM):
     def statistic(self, data) -> np.ndarray:
         """``grad J(theta)`` at each of :meth:`audit_iterates` (rows), as the step computes it."""
         data = self.check_data(data)
-        X, y = data.X, data.y
-        n, d = X.shape
-        theta = self.audit_iterates(d)
-        return (expit(X @ theta.T) - y[:, None]).T @ X / n + self.reg * theta
+        theta = self.audit_iterates(self.size(data)[1])
+        return self.mean_gradient(data, theta) + self.reg * theta
 
     def statistic_noise(self, data, epsilon: float):
         """Per step: gamma ``(ℓ2 norm, s)``, ``s = 2 L T / (n eps)``; Gaussian ``("gaussian",
         sigma)``.  An unreachable target (data-independent release) has infinite scale."""
-        n, d = data.X.shape
+        n, d = self.size(data)
         level = self.noise_level(n, d, epsilon)
         level = math.inf if level is None else level
         return ("gaussian", level) if self.noise == "gaussian" else (get_norm("l2"), level)
@@ -556,7 +587,7 @@ class NoisyGD(_ERM):
 
     def noise_level(self, n: int, d: int, epsilon: float) -> float | None:
         """Gamma: scale ``s`` of ``exp(-||z||/s)``; Gaussian: ``sigma``; None: unreachable."""
-        L = lipschitz(d)
+        L = self.lipschitz(d)
         if self.noise == "gamma":
             s = 2.0 * L * self.iterations / (n * epsilon)
             return s if math.isfinite(s) else None
@@ -570,7 +601,7 @@ class NoisyGD(_ERM):
         data = self.check_data(data)
         epsilon = check_epsilon(epsilon)
         rng = check_rng(rng)
-        n, d = data.X.shape
+        n, d = self.size(data)
         level = self.noise_level(n, d, epsilon)
         if level is None:
             return _release(np.zeros(d), 0, "none")
@@ -578,15 +609,15 @@ class NoisyGD(_ERM):
             Z = knorm(rng, "l2", d, level, size=self.iterations)
         else:
             Z = rng.standard_normal((self.iterations, d)) * level
-        X, y, eta, reg, R = data.X, data.y, self.eta(d), self.reg, self.radius
+        eta, reg, R = self.eta(d), self.reg, self.radius
         theta = np.zeros(d)
         for t in range(self.iterations):
-            g = X.T @ (expit(X @ theta) - y) / n + reg * theta + Z[t]
+            g = self.mean_gradient(data, theta) + reg * theta + Z[t]
             theta = theta - eta * g
             norm = float(np.linalg.norm(theta))
             if norm > R:
                 theta *= R / norm
-        return _release(theta, self.iterations)
+        return _release(self.finish(data, theta), self.iterations)
 
 
 class DPSGD(_ERM):
