@@ -464,6 +464,12 @@ def test_figure_error_vs_epsilon(eps_store):
     assert fig.axes[0].get_yscale() == "log" and fig.axes[0].get_ylabel() == "mean ℓ2 distance to truth"
     with pytest.raises(ValueError, match="n=... is required"):
         figures.figure_error_vs_epsilon(ds)
+    # a store whose theta_star is not the truth (a fixed data set) says what the distance is to
+    ref = ds.assign_attrs(reference="the non-private estimate")
+    assert figures.figure_error_vs_epsilon(ref, n=10**4).axes[0].get_ylabel() == (
+        "median ℓ2 distance to the non-private estimate")
+    assert figures.figure_error_vs_n(ref, epsilon=1.0).axes[0].get_ylabel() == (
+        "log10(average ℓ2 distance to the non-private estimate)")
     with pytest.raises(ValueError, match="epsilon=... is required"):
         figures.figure_error_vs_n(ds)
 

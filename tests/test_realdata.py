@@ -243,6 +243,7 @@ def test_knorm_randhie_reduced_end_to_end(tmp_path):
     for m in ("L1", "Linf", "K_T"):
         assert float(med.sel(mechanism=m, epsilon=8.0)) < float(med.sel(mechanism=m, epsilon=1.0))
     assert "WITHOUT privacy" in ds.attrs["caveats"]
+    assert ds.attrs["reference"] == "the non-private estimate"
     assert (out / "error_vs_epsilon.png").stat().st_size > 10_000
     report = (out / "report.md").read_text()
     assert "error_vs_epsilon.png" in report and "| K_T_ridge |" in report

@@ -58,6 +58,11 @@ XLABEL_N = "log10(n)"
 YLABEL_N = "log10(average ℓ2 distance to truth)"
 
 
+def _reference(ds: xr.Dataset) -> str:
+    """What ``theta_star`` is (store attribute ``reference``): "truth" for simulated data."""
+    return str(ds.attrs.get("reference") or "truth")
+
+
 def _styles(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
     kinds = _s.mechanism_kinds(ds)
     deltas = _s.mechanism_deltas(ds)
@@ -208,7 +213,7 @@ def figure_error_vs_n(
     ax.set_xticks(x)
     ax.set_xticklabels([f"{v:g}" for v in np.round(x, 2)])
     ax.set_xlabel(XLABEL_N)
-    ax.set_ylabel(YLABEL_N)
+    ax.set_ylabel(f"log10(average ℓ2 distance to {_reference(ds)})")
     ax.set_title(title if title is not None else _titled(ds, f"error vs n, ε = {_s.format_epsilon(eps)}"))
     ax.grid(True, alpha=0.3)
     if legend:
@@ -264,7 +269,7 @@ def figure_error_vs_epsilon(
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel("ε (log2 scale)")
-    ax.set_ylabel(f"{statistic} ℓ2 distance to truth")
+    ax.set_ylabel(f"{statistic} ℓ2 distance to {_reference(ds)}")
     ax.set_title(title if title is not None else _titled(ds, f"error vs ε, n = {_tex_n(n_val)}"))
     ax.grid(True, alpha=0.3)
     if legend:

@@ -47,6 +47,11 @@ class SimulatedProblem:
     def caveats(self) -> str:
         return ""
 
+    @property
+    def reference(self) -> str:
+        """What ``theta_star`` is, for labels: the true parameter of the simulation."""
+        return "truth"
+
     def check_n(self, n: int) -> None:
         """Raise TypeError/ValueError naming ``n`` unless an integer ``>= 1``."""
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)):

@@ -370,6 +370,11 @@ class LinearProblem:
             )
         return f"public_bound protocol: Y clipped to [-{self.y_bound}, {self.y_bound}] and divided by that public bound."
 
+    @property
+    def reference(self) -> str:
+        """What ``theta_star`` is, for labels: the truth, or the non-private estimate on a data set."""
+        return "truth" if self.dataset is None else "the non-private estimate"
+
     def check_n(self, n: int) -> None:
         """Raise ValueError naming ``n`` unless ``n >= d`` (with ``dataset``: ``n`` = its row count)."""
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)):

@@ -337,6 +337,11 @@ class LogisticProblem(SimulatedProblem):
             + data.caveat + "."
         )
 
+    @property
+    def reference(self) -> str:
+        """What ``theta_star`` is, for labels: the truth, or the non-private estimate on a data set."""
+        return "truth" if self.dataset is None else "the non-private estimate"
+
     def check_n(self, n: int) -> None:
         """``n >= 1``; with ``dataset``, ``n`` must be its number of rows."""
         super().check_n(n)

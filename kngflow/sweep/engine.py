@@ -82,6 +82,8 @@ def store_attrs(spec: Spec, history: list | None = None) -> dict:
         "spec_history": json.dumps(history or []),
         "versions": json.dumps(package_versions(), sort_keys=True),
         "caveats": str(problem.caveats),
+        # what theta_star is (error = the distance to it): "truth" unless the problem says otherwise
+        "reference": str(getattr(problem, "reference", "truth")),
         # delta of each mechanism (0: pure epsilon-DP), read by the analysis and the report
         "delta": json.dumps({label: float(getattr(m, "delta", 0.0))
                              for label, m in spec.build_mechanisms().items()}, sort_keys=True),
