@@ -9,6 +9,9 @@ supplying
   ``loss`` — jitted ``loss(theta, args) -> float``;
 * ``sensitivity(data)`` — the K-norm sensitivity of the gradient, or of the loss,
   derived in the problem's module;
+* optionally ``hessian`` (class attribute, KNG) — jitted ``hessian(theta, args, H)``, the
+  Jacobian of ``gradient``, used when ``precondition`` is true (else central differences
+  of ``gradient``);
 * optionally ``domain(data) -> (center, B)`` (default: the ℓ1 ball of radius ``bound``
   around 0), ``output_scale(data)`` (default 1), and faster samplers
   (``_draw_exact`` / ``_draw_gibbs``) listed in ``samplers``.
@@ -26,14 +29,28 @@ does not depend on the data.
 
 Sampler policy: ``sampler="auto"`` runs the first entry of ``samplers`` (exact draws,
 then exact coordinate Gibbs, then the generic random-walk Metropolis kernel of
-:mod:`kngflow.samplers.generic`); ``info["sampler"]`` records which one ran.
+:mod:`kngflow.samplers.generic`); ``info["sampler"]`` records which one ran.  A mechanism
+with ``precondition`` true runs that kernel along preconditioned directions
+(:func:`~kngflow.samplers.generic.precond_metropolis_chains`: the columns of the inverse
+Jacobian of the gradient at the chain's state, adapted in the burn-in with the scales,
+frozen after it); it is still recorded as ``"metropolis"`` (the mechanism's options
+say which), and its chains still start at the data-independent centre.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..samplers.generic import NORM_CODES, energies, kng_energy, loss_energy, metropolis_chains
+from ..samplers.generic import (
+    NORM_CODES,
+    energies,
+    gradient_jacobian,
+    kng_energy,
+    kng_jacobian,
+    loss_energy,
+    metropolis_chains,
+    precond_metropolis_chains,
+)
 from .base import Release, check_choice, check_epsilon, check_int, check_positive, check_rng
 
 __all__ = ["NonPrivateBase", "Sampled", "GenericKNG", "GenericExponential", "NORMS", "SAMPLERS"]
@@ -78,6 +95,8 @@ class Sampled:
     kind = ""
     #: samplers this mechanism has, best first (subclasses restrict or extend)
     samplers: tuple = ("metropolis",)
+    #: Metropolis along preconditioned directions (see :meth:`draw_preconditioned`)
+    precondition: bool = False
 
     def __init__(self, *, bound=1.0, base="uniform", base_scale=1.0, sampler="auto", steps=10_000, gibbs_sweeps=50):
         self.bound = check_positive("bound", bound)
@@ -154,8 +173,15 @@ class Sampled:
         code = NORM_CODES[getattr(self, "norm", "linf")]
         return (self.kernel_args(data), float(a), code, np.empty(data.d))
 
+    def _jacobian(self):
+        raise NotImplementedError
+
     def draw_metropolis(self, data, epsilon, rng, size, steps=None):
-        """Final states and post-burn-in acceptance rates of ``size`` independent chains."""
+        """Final states and post-burn-in acceptance rates of ``size`` independent chains
+        (along preconditioned directions when ``precondition`` is true)."""
+        if self.precondition:
+            out, acc, _ = self.draw_preconditioned(data, epsilon, rng, size, steps)
+            return out, acc
         a = self.rate(data, epsilon)
         center, B = self.domain(data)
         out = np.empty((size, data.d))
@@ -166,6 +192,27 @@ class Sampled:
             base_scale, int(steps or self.steps), out, acc,
         )
         return out, acc
+
+    def draw_preconditioned(self, data, epsilon, rng, size, steps=None):
+        """Final states, post-burn-in acceptance rates and frozen directions (size, d, d;
+        rows) of ``size`` chains of :func:`~kngflow.samplers.generic.precond_metropolis_chains`.
+
+        The directions are the normalised columns of the inverse Jacobian of the gradient
+        at the chain's state at each adaptation point of the burn-in: data dependent, like
+        the adapted scales, and frozen for the second half, which is an exact Metropolis
+        chain for the target.  The chain starts at the data-independent centre.
+        """
+        a = self.rate(data, epsilon)
+        center, B = self.domain(data)
+        out = np.empty((size, data.d))
+        acc = np.empty(size)
+        dirs = np.empty((size, data.d, data.d))
+        base_scale = self.base_scale if self.base == "gaussian" else 0.0
+        precond_metropolis_chains(
+            self._energy(), self._jacobian(), rng, self.energy_data(data, a), np.asarray(center, float), float(B),
+            base_scale, int(steps or self.steps), out, acc, dirs,
+        )
+        return out, acc, dirs
 
     def draw_exact(self, data, epsilon, rng, size):
         raise ValueError(f"sampler 'exact' is not available for {self!r}")
@@ -197,6 +244,7 @@ class GenericKNG(Sampled):
 
     kind = "kng"
     gradient = None  # jitted gradient(theta, args, g), set by the problem's subclass
+    hessian = None  # optional jitted hessian(theta, args, H), the Jacobian of ``gradient``
 
     def __init__(self, *, norm="linf", **kw):
         self.norm = check_choice("norm", norm, NORMS)
@@ -207,6 +255,10 @@ class GenericKNG(Sampled):
 
     def _energy(self):
         return kng_energy(type(self).gradient)
+
+    def _jacobian(self):
+        cls = type(self)
+        return kng_jacobian(cls.hessian) if cls.hessian is not None else gradient_jacobian(cls.gradient)
 
 
 class GenericExponential(Sampled):

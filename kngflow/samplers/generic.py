@@ -21,6 +21,29 @@ or ``4 base_scale``).  The scales are frozen for the second half, so the second 
 time-homogeneous Metropolis chain with the target as its stationary law.  Initial scales
 are ``B / 2`` (data independent).
 
+Preconditioned directions (opt in): :func:`precond_metropolis_chains` runs the same
+one-at-a-time scheme along ``d`` directions ``v_1, ..., v_d`` as well as the axes,
+``theta' = theta + sigma_k Z v_k``: even sweeps along the ``v_j``, odd sweeps along the
+axes.  The ``v_j`` are the columns of ``J^-1`` normalised to unit ℓ2 length, ``J`` the
+Jacobian of the gradient (the Hessian of the loss) at the chain's current state: along
+``v_j`` the gradient moves (to first order) in its ``j``-th coordinate only, so a KNG
+energy ``a ||grad l_n||_K`` decouples coordinate by coordinate in gradient space.  Axis
+moves alone stall at a corner of the ℓ∞ ball when the Hessian couples the coordinates:
+with every ``|gradient coordinate|`` at the maximum, any axis move raises one of them,
+and the tuned steps collapse (for logistic regression at ``n = 10^5``, 1000 sweeps from
+0 end ~2 away from the mode).  The axis sweeps keep the chain mixing where the
+linearisation fails: a wide target (small ``n``) truncated by ``Theta`` along a direction
+the likelihood hardly sees, where the ``v_j`` are nearly parallel and cannot combine into
+short moves across it.  ``J`` is computed at the start and at every adaptation point of
+the burn-in (every :data:`BATCH` sweeps), and the directions and the ``2 d`` scales are
+frozen for the second half: the second half is a time-homogeneous Metropolis chain
+(deterministic scan of symmetric random-walk proposals along fixed directions, the axes
+among them) with the exact target as its stationary law.  The directions depend on the data
+through the chain's own states, as the adapted scales do; the chain still starts at the
+data-independent ``center``.  A Jacobian whose directions would be nearly dependent
+(``|det V| <`` :data:`MIN_DIRECTION_DET` for the unit directions ``V``; singular or
+non-finite ``J``) is skipped and the previous directions kept (initially the axes).
+
 Caching: the kernel is specialised on the energy *function object*; numba cannot cache
 such specialisations on disk (the key is the object's identity), so it is compiled with
 ``cache=False`` once per process and energy (about a second), like the gauge kernels of
@@ -36,10 +59,14 @@ import numpy as np
 
 from .._jit import jit
 
-__all__ = ["metropolis_chains", "energies", "kng_energy", "loss_energy", "knorm", "NORM_CODES", "BATCH", "TARGET_ACCEPTANCE"]
+__all__ = ["metropolis_chains", "precond_metropolis_chains", "energies", "kng_energy", "loss_energy", "kng_jacobian",
+           "gradient_jacobian", "unit_inverse_columns", "knorm", "NORM_CODES", "BATCH", "TARGET_ACCEPTANCE",
+           "MIN_DIRECTION_DET"]
 
 BATCH = 20
 TARGET_ACCEPTANCE = 0.44
+#: smallest ``|det|`` of the unit preconditioned directions accepted (1 for orthogonal ones)
+MIN_DIRECTION_DET = 1e-3
 NORM_CODES = {"l1": 0, "l2": 1, "linf": 2}
 
 
@@ -167,4 +194,200 @@ def metropolis_chains(energy, rng, data, center, B, base_scale, steps, out, acc_
                     nacc[j] = 0.0
         for i in range(d):
             out[ch, i] = theta[i]
+        acc_out[ch] = accepted / proposed if proposed > 0 else np.nan
+
+
+@functools.cache
+def kng_jacobian(hessian):
+    """Jacobian of the gradient from a problem's jitted ``hessian(theta, args, H)``.
+
+    The returned ``jacobian(theta, data, J)`` takes the energies' ``data = (args, ...)``.
+    """
+
+    @jit(cache=False)
+    def jacobian(theta, data, J):
+        hessian(theta, data[0], J)
+
+    return jacobian
+
+
+@functools.cache
+def gradient_jacobian(gradient):
+    """Jacobian of a problem's jitted ``gradient(theta, args, g)`` by central differences.
+
+    Steps ``1e-5 max(1, |theta_j|)``; the returned ``jacobian(theta, data, J)`` takes the
+    energies' ``data = (args, ...)``.  For problems without an analytic Hessian.
+    """
+
+    @jit(cache=False)
+    def jacobian(theta, data, J):
+        args = data[0]
+        d = theta.shape[0]
+        t = theta.copy()
+        gp = np.empty(d)
+        gm = np.empty(d)
+        for j in range(d):
+            h = 1e-5 * max(1.0, abs(theta[j]))
+            t[j] = theta[j] + h
+            gradient(t, args, gp)
+            t[j] = theta[j] - h
+            gradient(t, args, gm)
+            t[j] = theta[j]
+            for i in range(d):
+                J[i, j] = (gp[i] - gm[i]) / (2.0 * h)
+
+    return jacobian
+
+
+@jit
+def unit_inverse_columns(J, V):
+    """``V[j] =`` column ``j`` of ``J^-1`` over its ℓ2 norm; returns ``|det V|`` (0 if ``J`` is singular).
+
+    Gauss–Jordan elimination with partial pivoting on a copy; ``V`` is written only when
+    ``J`` is finite and numerically invertible and the result is finite, else left as is.
+    """
+    d = J.shape[0]
+    A = np.empty((d, 2 * d))
+    scale = 0.0
+    for i in range(d):
+        for k in range(d):
+            x = J[i, k]
+            if not math.isfinite(x):
+                return 0.0
+            A[i, k] = x
+            A[i, d + k] = 1.0 if i == k else 0.0
+            scale = max(scale, abs(x))
+    if scale == 0.0:
+        return 0.0
+    logdet = 0.0  # log |det J|
+    for c in range(d):
+        p = c
+        for r in range(c + 1, d):
+            if abs(A[r, c]) > abs(A[p, c]):
+                p = r
+        piv = A[p, c]
+        if abs(piv) <= 1e-13 * scale:
+            return 0.0
+        if p != c:
+            for k in range(2 * d):
+                A[c, k], A[p, k] = A[p, k], A[c, k]
+        logdet += math.log(abs(piv))
+        for k in range(2 * d):
+            A[c, k] /= piv
+        for r in range(d):
+            if r != c:
+                f = A[r, c]
+                if f != 0.0:
+                    for k in range(2 * d):
+                        A[r, k] -= f * A[c, k]
+    # det V = det(J^-1) / prod_j ||J^-1 e_j||
+    lognorms = 0.0
+    for j in range(d):
+        s = 0.0
+        for i in range(d):
+            s += A[i, d + j] * A[i, d + j]
+        if not (s > 0.0 and math.isfinite(s)):
+            return 0.0
+        lognorms += 0.5 * math.log(s)
+    for j in range(d):
+        s = 0.0
+        for i in range(d):
+            s += A[i, d + j] * A[i, d + j]
+        s = math.sqrt(s)
+        for i in range(d):
+            V[j, i] = A[i, d + j] / s
+    return math.exp(-logdet - lognorms)
+
+
+@jit(cache=False)
+def _update_directions(jacobian, theta, data, J, V, W):
+    """Recompute the directions at ``theta`` into ``V``; keep ``V`` when they would be degenerate."""
+    jacobian(theta, data, J)
+    if unit_inverse_columns(J, W) >= MIN_DIRECTION_DET:
+        for j in range(V.shape[0]):
+            for i in range(V.shape[1]):
+                V[j, i] = W[j, i]
+
+
+@jit(cache=False)
+def precond_metropolis_chains(energy, jacobian, rng, data, center, B, base_scale, steps, out, acc_out, dir_out):
+    """:func:`metropolis_chains` along preconditioned directions (see the module docstring).
+
+    Even sweeps (0, 2, ...) move along the ``d`` preconditioned directions, odd sweeps
+    along the ``d`` axes, each of the ``2 d`` directions with its own scale, adapted every
+    :data:`BATCH` sweeps of the burn-in from its acceptance over its ``BATCH / 2``
+    proposals.  ``jacobian(theta, data, J)`` fills ``J`` (d, d) with the Jacobian of the
+    gradient; ``dir_out`` (chains, d, d) receives each chain's frozen preconditioned
+    directions (rows).  Other parameters and returns as :func:`metropolis_chains`; initial
+    scales ``B / 2`` (or ``2 base_scale``) along unit directions.
+    """
+    d = center.shape[0]
+    theta = np.empty(d)
+    prop = np.empty(d)
+    sig = np.empty(2 * d)
+    nacc = np.empty(2 * d)
+    J = np.empty((d, d))
+    V = np.empty((d, d))
+    W = np.empty((d, d))
+    burn = steps // 2
+    gauss = base_scale > 0.0
+    radius = 4.0 * base_scale if gauss else B
+    inv2s2 = 0.5 / (base_scale * base_scale) if gauss else 0.0
+    per_batch = BATCH // 2
+    for ch in range(out.shape[0]):
+        for i in range(2 * d):
+            sig[i] = 0.5 * radius
+            nacc[i] = 0.0
+        for i in range(d):
+            theta[i] = center[i]
+            for k in range(d):
+                V[i, k] = 1.0 if i == k else 0.0
+        _update_directions(jacobian, theta, data, J, V, W)
+        q = 0.0  # ||theta - center||_2^2 (Gaussian base)
+        e = energy(theta, data)
+        accepted = 0
+        proposed = 0
+        for s in range(steps):
+            axes = s % 2 == 1
+            for j in range(d):
+                k = d + j if axes else j
+                z = sig[k] * rng.standard_normal()
+                l1n = 0.0
+                qn = 0.0
+                for i in range(d):
+                    if axes:
+                        prop[i] = theta[i] + z if i == j else theta[i]
+                    else:
+                        prop[i] = theta[i] + z * V[j, i]
+                    u = prop[i] - center[i]
+                    l1n += abs(u)
+                    qn += u * u
+                ok = False
+                if gauss or l1n <= B:
+                    dbase = (qn - q) * inv2s2 if gauss else 0.0
+                    en = energy(prop, data)
+                    de = en - e + dbase
+                    if de <= 0.0 or rng.random() < math.exp(-de):
+                        ok = True
+                        e = en
+                        q = qn
+                        for i in range(d):
+                            theta[i] = prop[i]
+                if s < burn:
+                    if ok:
+                        nacc[k] += 1.0
+                else:
+                    proposed += 1
+                    if ok:
+                        accepted += 1
+            if s < burn and (s + 1) % BATCH == 0:
+                for k in range(2 * d):
+                    sig[k] *= math.exp(2.0 * (nacc[k] / per_batch - TARGET_ACCEPTANCE))
+                    sig[k] = min(max(sig[k], 1e-12), 2.0 * radius)
+                    nacc[k] = 0.0
+                _update_directions(jacobian, theta, data, J, V, W)
+        for i in range(d):
+            out[ch, i] = theta[i]
+            for k in range(d):
+                dir_out[ch, i, k] = V[i, k]
         acc_out[ch] = accepted / proposed if proposed > 0 else np.nan
