@@ -38,8 +38,9 @@ python -c "import kngflow" 2>/dev/null || {
     exit 1
 }
 
-# one thread per worker process, whatever the library
+# one thread per worker process, whatever the library; Dask's profiler and monitors off or slowed
 export NUMBA_NUM_THREADS=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+export DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__GIL__ENABLED=False DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL=1s DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__INTERVAL=2s DASK_DISTRIBUTED__WORKER__MEMORY__MONITOR_INTERVAL=1s
 
 pids=()
 stop() {

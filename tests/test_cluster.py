@@ -22,6 +22,7 @@ import yaml
 
 from kngflow.sweep.cluster import (
     KINDS,
+    LEAN_CONFIG,
     WORKER_ENV,
     ClusterConfigError,
     check_submit_command,
@@ -82,8 +83,8 @@ def test_readme_gives_the_command_of_every_deployment_file():
     assert "dask scheduler --scheduler-file" in text
     assert re.search(r"dask worker --scheduler-file \S+ --nthreads 1", text)
     assert "--scheduler-file" in text and "pip install -e ." in text
-    for var in WORKER_ENV:
-        assert f"{var}=1" in text, var
+    for var, value in WORKER_ENV.items():
+        assert f"{var}={value}" in text, var
     for name in ("scheduler-file.sh", "daskcluster.yaml", "pvc.yaml", "ReadWriteOnce",
                  "Workers need no access to the store"):
         assert name in text, name
@@ -374,6 +375,9 @@ def test_local_file_starts_single_threaded_workers():
             # lambdas travel by value: the workers need not import this test module
             envs = client.run(lambda: {k: os.environ.get(k) for k in WORKER_ENV})
             assert list(envs.values()) == [WORKER_ENV, WORKER_ENV]
+            # Dask's profiler and monitors are off or slowed in the workers (LEAN_CONFIG)
+            lean = client.run(lambda: {k: __import__("dask").config.get(k) for k in LEAN_CONFIG})
+            assert list(lean.values()) == [LEAN_CONFIG, LEAN_CONFIG]
             numba_threads = client.run(lambda: __import__("numba").config.NUMBA_NUM_THREADS)
             assert list(numba_threads.values()) == [1, 1]
     finally:
@@ -399,8 +403,8 @@ def test_scheduler_file_script_is_executable_bash():
     subprocess.run(["bash", "-n", str(SCRIPT)], check=True)
     text = SCRIPT.read_text()
     assert "--nthreads 1" in text and "--scheduler-file" in text
-    for var in WORKER_ENV:
-        assert f"{var}=1" in text
+    for var, value in WORKER_ENV.items():
+        assert f"{var}={value}" in text, var
 
 
 def _script_env() -> dict:
