@@ -5,7 +5,8 @@ Two measurements, in one process run:
 1. ``--replicate``: one logistic-regression data set of ``--n`` records (default 10^6,
    m = 7, Algorithm 3) and one release of every logistic mechanism at ε = 1: wall time, the
    same time in units of one pass over the data (one numba gradient evaluation, and one
-   naive numpy gradient ``X.T @ (expit(X @ b) - y)``), and the peak memory the release
+   naive numpy gradient ``X.T @ (expit(X @ b) - y)``), the error ``||release - beta||_2``
+   (KNG: with its sampler and post-burn-in acceptance), and the peak memory the release
    allocates (``tracemalloc``) as a multiple of the data's size — at most one copy of the
    data is the budget.
 2. ``--studies``: the wall time of each study on a local cluster of ``--workers``
@@ -75,8 +76,9 @@ def replicate(n: int, kng_steps: int) -> None:
         dt = time.perf_counter() - t0
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
+        sampler = f"  [{rel.info['sampler']}, acceptance {rel.info['acceptance']:.2f}]" if kind == "kng" else ""
         print(f"  {kind:22s} {dt:9.2f} {dt / t_pass:9.0f} {dt / t_naive:13.1f} {peak / size:18.2f}  "
-              f"{prob.error(rel.estimate):.3f}")
+              f"{prob.error(rel.estimate):.3f}{sampler}")
 
 
 def _spec_without_kng(path: Path, out: Path) -> Path:

@@ -131,9 +131,9 @@ def test_unpreconditioned_path_is_the_generic_kernel():
 @pytest.mark.slow
 def test_reaches_the_mode_at_large_n():
     """n = 10^5, epsilon = 1, ℓ∞, the studies' 1000 steps (about 15 s): the preconditioned
-    release is within 0.03 of the MLE (measured 0.014; non-private error 0.037, KNG's
-    0.046).  The axis-move chain, 300 steps, stalls at a corner: at least 5 of the 7
-    |gradient coordinates| within 10% of the maximum, far from the mode."""
+    release is within 0.03 of the MLE (measured 0.006; its error 0.036, the MLE's 0.037).
+    The axis-move chain, 300 steps, stalls at a corner: at least 5 of the 7 |gradient
+    coordinates| within 10% of the maximum, far from the mode."""
     p = get_problem("logistic")
     data = p.simulate(100_000, np.random.default_rng(1))
     mle = logistic_mle(data)
