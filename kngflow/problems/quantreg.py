@@ -254,6 +254,8 @@ class QuantRegProblem:
         return int(self.theta_star.shape[0])
 
     # the same Y protocols as linear regression, so the same caveats and the same n >= d
+    # (both read ``dataset``: quantile regression has no fixed data sets)
+    dataset = None
     caveats = LinearProblem.caveats
     check_n = LinearProblem.check_n
 
