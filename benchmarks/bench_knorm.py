@@ -10,10 +10,11 @@ Two measurements, in one process run:
    allocates (``tracemalloc``) as a multiple of the data's size — at most one copy of the
    data is the budget.
 2. ``--studies``: the wall time of each study on a local cluster of ``--workers``
-   processes (cluster start excluded): ``knorm_linear_coverage.toml`` as shipped, and
-   ``erm_baselines.toml`` and ``knorm_logistic.toml`` without KNG (whose Metropolis, 1000
-   steps of O(n m) coordinate updates, dominates them: see ``kngflow plan``) unless
-   ``--full``.
+   processes (cluster start excluded, cost-model calibration included as in ``kngflow run``): Figure 3 (``knorm_linear_coverage.toml``), Figure 4
+   (``knorm_randhie.toml``), ``erm_linear.toml``, ``logistic_fair.toml`` and
+   ``erm_baselines.toml`` as shipped, and Figure 2 (``knorm_logistic.toml``) without KNG
+   (whose 1000 Metropolis sweeps of O(n m) updates at n = 10^5 dominate it: see
+   ``kngflow plan``) unless ``--full``.
 
     python benchmarks/bench_knorm.py [--replicate] [--studies] [--n 1000000] [--workers 2]
 
@@ -93,21 +94,22 @@ def studies(workers: int, full: bool) -> None:
     from distributed import Client
 
     from bench_figure1 import worker_peak_rss
-    from kngflow.sweep import load_spec, run_sweep
+    from kngflow.sweep import calibrate, load_spec, run_sweep
     from kngflow.sweep.cluster import local_cluster
 
     tmp = Path(tempfile.mkdtemp(prefix="kngflow-bench-"))
-    specs = [ROOT / "workflows" / "knorm_linear_coverage.toml"]
-    for name in ("erm_baselines", "knorm_logistic"):
-        path = ROOT / "workflows" / f"{name}.toml"
-        specs.append(path if full else _spec_without_kng(path, tmp / f"{name}_no_kng.toml"))
+    specs = [ROOT / "workflows" / f"{name}.toml"
+             for name in ("knorm_linear_coverage", "knorm_randhie", "erm_linear", "logistic_fair", "erm_baselines")]
+    path = ROOT / "workflows" / "knorm_logistic.toml"
+    specs.append(path if full else _spec_without_kng(path, tmp / "knorm_logistic_no_kng.toml"))
     try:
         with local_cluster(workers, dashboard_address=None) as cluster, Client(cluster) as client:
             client.wait_for_workers(workers)
             for path in specs:
                 spec = load_spec(path)
-                t0 = time.perf_counter()
-                result = run_sweep(spec, str(tmp / f"{path.stem}.zarr"), client, progress=sys.stderr.isatty())
+                t0 = time.perf_counter()  # as `kngflow run`: calibrate the cost model, then run
+                result = run_sweep(spec, str(tmp / f"{path.stem}.zarr"), client, cost=calibrate(spec),
+                                   progress=sys.stderr.isatty())
                 wall = time.perf_counter() - t0
                 rss = max(client.run(worker_peak_rss).values())
                 print(f"{path.name:32s} {result.done}/{result.total} cells, {result.failed} failed: "
@@ -120,7 +122,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--replicate", action="store_true")
     ap.add_argument("--studies", action="store_true")
-    ap.add_argument("--full", action="store_true", help="the logistic studies with KNG (hours)")
+    ap.add_argument("--full", action="store_true", help="Figure 2 with KNG (hours)")
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--kng-steps", type=int, default=1000, help="Metropolis steps of KNG in --replicate")
     ap.add_argument("--workers", type=int, default=2)

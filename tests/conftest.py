@@ -82,6 +82,35 @@ def kngflow_cli(*args, timeout: float = 300, **kw) -> subprocess.CompletedProces
                           timeout=timeout, **kw)
 
 
+WORKFLOWS = Path(__file__).resolve().parents[1] / "workflows"
+
+
+def reduced_workflow(tmp_path, name: str, replace) -> Path:
+    """``workflows/NAME.toml`` with each ``(old, new)`` of ``replace`` applied (each ``old``
+    must occur), written to ``tmp_path``."""
+    text = (WORKFLOWS / f"{name}.toml").read_text()
+    for old, new in replace:
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def run_and_report(tmp_path, spec: Path):
+    """``kngflow run`` on 2 workers (every cell must finish), then ``kngflow report``:
+    the store's dataset and the report directory."""
+    store = tmp_path / "study.zarr"
+    run = kngflow_cli("run", spec, "--store", store, "--workers", 2, "--no-dashboard", "--no-progress")
+    assert run.returncode == 0, run.stdout + run.stderr
+    ds = xr.open_zarr(store)
+    assert int(ds["done"].sum()) == ds["done"].size
+    out = tmp_path / "report"
+    rep = kngflow_cli("report", store, "--out", out)
+    assert rep.returncode == 0, rep.stderr
+    return ds, out
+
+
 def assert_same(a: xr.Dataset, b: xr.Dataset, variables=DETERMINISTIC, *, subset=False) -> None:
     """Bit-for-bit equality (NaN-aware) after aligning ``b`` on ``a``'s coordinates.
 

@@ -3,14 +3,12 @@ constrained ridge solver, the noise laws, the audits (2ε caught), the spec and 
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
-import xarray as xr
 from scipy import stats
 
-from conftest import kngflow_cli
+from conftest import WORKFLOWS, reduced_workflow, run_and_report
 from kngflow.audit import statistic_audit
 from kngflow.mechanisms import allowed_options, get_mechanism
 from kngflow.mechanisms.erm_linear import DEFAULT_RADIUS, constrained_ridge, lipschitz
@@ -134,7 +132,7 @@ def test_mean_gradient_matches_records():
     assert math.isclose(mech.lipschitz(3), 2 * math.sqrt(3) * (1 + math.sqrt(3)))
 
 
-WORKFLOW = Path(__file__).resolve().parents[1] / "workflows" / "erm_linear.toml"
+WORKFLOW = WORKFLOWS / "erm_linear.toml"
 
 
 def test_erm_linear_spec():
@@ -152,22 +150,12 @@ def test_erm_linear_reduced_end_to_end(tmp_path):
     """The workflow through the real CLI (2 workers, zarr store, report): every cell done,
     delta recorded, the (ε, δ) row marked; at n = 10^5 the noisy-GD baselines beat output
     perturbation, whose L = 2 sqrt(d)(1 + sqrt(d)) makes it the noisiest."""
-    text = WORKFLOW.read_text()
-    for old, new in [("n = [1_000, 10_000, 100_000, 1_000_000]", "n = [100_000]"),
-                     ("epsilon = [0.25, 0.5, 1.0, 2.0]", "epsilon = [1.0]"), ("replicates = 50", "replicates = 5")]:
-        assert old in text
-        text = text.replace(old, new)
-    spec = tmp_path / "erm_linear.toml"
-    spec.write_text(text)
-    store, out = tmp_path / "s.zarr", tmp_path / "report"
-    run = kngflow_cli("run", spec, "--store", store, "--workers", 2, "--no-dashboard", "--no-progress")
-    assert run.returncode == 0, run.stdout + run.stderr
-    ds = xr.open_zarr(store)
-    assert int(ds["done"].sum()) == ds["done"].size
+    spec = reduced_workflow(tmp_path, "erm_linear", [
+        ("n = [1_000, 10_000, 100_000, 1_000_000]", "n = [100_000]"),
+        ("epsilon = [0.25, 0.5, 1.0, 2.0]", "epsilon = [1.0]"), ("replicates = 50", "replicates = 5")])
+    ds, out = run_and_report(tmp_path, spec)
     assert json.loads(ds.attrs["delta"])["noisy_gd_gauss"] == 1e-5
     med = ds["error"].median("replicate").sel(n=100_000, epsilon=1.0)
     assert float(med.sel(mechanism="noisy_gd_gauss")) < float(med.sel(mechanism="output"))
     assert float(med.sel(mechanism="noisy_gd_gamma")) < float(med.sel(mechanism="output"))
-    rep = kngflow_cli("report", store, "--out", out)
-    assert rep.returncode == 0, rep.stderr
     assert "| noisy_gd_gauss (ε, δ=1e-05) |" in (out / "report.md").read_text()

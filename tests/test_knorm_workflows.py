@@ -6,19 +6,16 @@ extended objective perturbation orders ℓ∞ < ℓ1 at both eps (ratios about 3
 scale, so 12 replicates leave a wide margin)."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
-import xarray as xr
 
 import kngflow.analysis  # noqa: F401  (registers ds.kng)
 
-from conftest import kngflow_cli
+from conftest import WORKFLOWS, reduced_workflow, run_and_report
 from kngflow.problems.logistic import PAPER_BETA
 from kngflow.sweep import load_spec
 
-WORKFLOWS = Path(__file__).resolve().parents[1] / "workflows"
 FIG2_EPS = [2.0**k for k in range(-6, 2)]
 
 
@@ -47,40 +44,16 @@ def test_knorm_linear_coverage_is_figure_3():
     assert all(mechs[m].kind == "ss" for m in ("L1", "Linf", "K_T"))
 
 
-def _reduced(tmp_path, name, replace) -> Path:
-    text = (WORKFLOWS / f"{name}.toml").read_text()
-    for old, new in replace:
-        assert old in text, old
-        text = text.replace(old, new)
-    path = tmp_path / f"{name}.toml"
-    path.write_text(text)
-    return path
-
-
-def _run_and_report(tmp_path, spec: Path):
-    """``kngflow run`` on 2 workers (every cell must finish), then ``kngflow report``:
-    the store's dataset and the report directory."""
-    store = tmp_path / "study.zarr"
-    run = kngflow_cli("run", spec, "--store", store, "--workers", 2, "--no-dashboard", "--no-progress")
-    assert run.returncode == 0, run.stdout + run.stderr
-    ds = xr.open_zarr(store)
-    assert int(ds["done"].sum()) == ds["done"].size
-    out = tmp_path / "report"
-    rep = kngflow_cli("report", store, "--out", out)
-    assert rep.returncode == 0, rep.stderr
-    return ds, out
-
-
 @pytest.mark.slow
 def test_knorm_logistic_reduced_end_to_end(tmp_path):
-    spec = _reduced(tmp_path, "knorm_logistic", [
+    spec = reduced_workflow(tmp_path, "knorm_logistic", [
         ("n = [10_000, 100_000]", "n = [10_000]"),
         ("epsilon = [0.015625, 0.03125, 0.0625, 0.125, 0.25, 0.5, 1.0, 2.0]", "epsilon = [0.0625, 0.25]"),
         ("replicates = 100", "replicates = 12"),
         ('[[mechanisms]]\nlabel = "kng_linf"\nkind = "kng"\nnorm = "linf"\n', ""),
         ("[sampler]\nsteps = 1_000\n", ""),
     ])
-    ds, out = _run_and_report(tmp_path, spec)
+    ds, out = run_and_report(tmp_path, spec)
     med = ds["error"].median("replicate").sel(n=10_000)
     for eps in (0.0625, 0.25):
         assert float(med.sel(mechanism="Linf", epsilon=eps)) < float(med.sel(mechanism="L1", epsilon=eps))
@@ -90,12 +63,12 @@ def test_knorm_logistic_reduced_end_to_end(tmp_path):
 
 @pytest.mark.slow
 def test_knorm_linear_coverage_reduced_end_to_end(tmp_path):
-    spec = _reduced(tmp_path, "knorm_linear_coverage", [
+    spec = reduced_workflow(tmp_path, "knorm_linear_coverage", [
         ("n = [10_000, 1_000_000]", "n = [10_000]"),
         ("epsilon = [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0]", "epsilon = [0.5, 4.0]"),
         ("replicates = 200", "replicates = 10"),
     ])
-    ds, out = _run_and_report(tmp_path, spec)
+    ds, out = run_and_report(tmp_path, spec)
     cov = ds.kng.coverage(how="mean", coefs=slice(1, None))["coverage"].sel(n=10_000)
     assert float(cov.sel(mechanism="Linf", epsilon=4.0)) > float(cov.sel(mechanism="Linf", epsilon=0.5))
     assert (out / "coverage_vs_epsilon.png").stat().st_size > 10_000
@@ -117,13 +90,13 @@ def test_erm_baselines_spec():
 def test_erm_baselines_reduced_end_to_end(tmp_path):
     """Every baseline runs in the engine; the store records delta and the report marks
     the (epsilon, delta)-DP rows."""
-    spec = _reduced(tmp_path, "erm_baselines", [
+    spec = reduced_workflow(tmp_path, "erm_baselines", [
         ("n = [1_000, 3_000, 10_000, 30_000]", "n = [2_000]"),
         ("epsilon = [0.25, 0.5, 1.0, 2.0]", "epsilon = [1.0]"),
         ("replicates = 50", "replicates = 3"),
         ("steps = 1_000", "steps = 50"),
     ])
-    ds, out = _run_and_report(tmp_path, spec)
+    ds, out = run_and_report(tmp_path, spec)
     assert np.all(np.isfinite(ds["error"].values))
     assert json.loads(ds.attrs["delta"])["dpsgd"] == 1e-5
     text = (out / "report.md").read_text()

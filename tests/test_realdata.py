@@ -2,14 +2,12 @@
 option, spec errors, and reduced runs of workflows/knorm_randhie.toml and
 workflows/logistic_fair.toml through the real CLI."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 import statsmodels.api as sm
-import xarray as xr
 
-from conftest import kngflow_cli
+from conftest import WORKFLOWS, kngflow_cli, reduced_workflow, run_and_report
 from kngflow.mechanisms import get_mechanism
 from kngflow.problems import get_problem
 from kngflow.problems.datasets import DATASETS, load_dataset, truncate_and_scale
@@ -17,7 +15,6 @@ from kngflow.problems.linear import dataset_stats
 from kngflow.problems.logistic import dataset_data
 from kngflow.sweep import SpecError, load_spec, parse_spec
 
-WORKFLOWS = Path(__file__).resolve().parents[1] / "workflows"
 
 RANDHIE_COVARIATES = ["lncoins", "idp", "lpi", "fmde", "physlm", "disea", "hlthg", "hlthf", "hlthp"]
 FAIR_RANGES = {"rate_marriage": (1, 5), "age": (17.5, 42), "yrs_married": (0.5, 23), "religious": (1, 4),
@@ -208,35 +205,13 @@ def test_logistic_fair_spec():
         ("l1", 0.5), ("l2", 0.5), ("linf", 0.5), ("linf", 0.85)}
 
 
-def _reduced(tmp_path, name, replace) -> Path:
-    text = (WORKFLOWS / f"{name}.toml").read_text()
-    for old, new in replace:
-        assert old in text, old
-        text = text.replace(old, new)
-    path = tmp_path / f"{name}.toml"
-    path.write_text(text)
-    return path
-
-
-def _run_and_report(tmp_path, spec: Path):
-    store = tmp_path / "study.zarr"
-    run = kngflow_cli("run", spec, "--store", store, "--workers", 2, "--no-dashboard", "--no-progress")
-    assert run.returncode == 0, run.stdout + run.stderr
-    ds = xr.open_zarr(store)
-    assert int(ds["done"].sum()) == ds["done"].size
-    out = tmp_path / "report"
-    rep = kngflow_cli("report", store, "--out", out)
-    assert rep.returncode == 0, rep.stderr
-    return ds, out
-
-
 @pytest.mark.slow
 def test_knorm_randhie_reduced_end_to_end(tmp_path):
-    spec = _reduced(tmp_path, "knorm_randhie", [
+    spec = reduced_workflow(tmp_path, "knorm_randhie", [
         ("epsilon = [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]", "epsilon = [1.0, 8.0]"),
         ("replicates = 1000", "replicates = 30"),
     ])
-    ds, out = _run_and_report(tmp_path, spec)
+    ds, out = run_and_report(tmp_path, spec)
     np.testing.assert_array_equal(ds["theta_star"].values, get_problem("linear", dataset="randhie").theta_star)
     assert float(abs(ds["error"].sel(mechanism="nonprivate")).max()) == 0.0
     med = ds["error"].median("replicate").sel(n=20_190)
@@ -251,12 +226,12 @@ def test_knorm_randhie_reduced_end_to_end(tmp_path):
 
 @pytest.mark.slow
 def test_logistic_fair_reduced_end_to_end(tmp_path):
-    spec = _reduced(tmp_path, "logistic_fair", [
+    spec = reduced_workflow(tmp_path, "logistic_fair", [
         ("epsilon = [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0]", "epsilon = [0.5, 4.0]"),
         ("replicates = 200", "replicates = 4"),
         ('[[mechanisms]]\nlabel = "dpsgd"\nkind = "dpsgd"\ndelta = 1e-5\n', ""),  # its accountant: ~10 s
     ])
-    ds, out = _run_and_report(tmp_path, spec)
+    ds, out = run_and_report(tmp_path, spec)
     np.testing.assert_allclose(ds["theta_star"].values, get_problem("logistic", dataset="fair").theta_star)
     assert float(abs(ds["error"].sel(mechanism="nonprivate")).max()) == 0.0
     assert "public code ranges" in ds.attrs["caveats"]

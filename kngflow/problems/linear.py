@@ -493,8 +493,19 @@ MAX_CONDITION = 1e8
 
 
 def well_conditioned(G: np.ndarray) -> bool:
-    """Whether ``G`` is invertible with condition number at most :data:`MAX_CONDITION`."""
-    return bool(np.linalg.cond(G) <= MAX_CONDITION)
+    """Whether ``G`` is invertible with condition number at most :data:`MAX_CONDITION`.
+
+    Every release on a data set asks this of the same ``G`` (one per mechanism and ε, and
+    the non-private estimate and its standard errors): the answer is cached by ``G``'s
+    bytes, which saves an SVD (about 30 µs at d = 4, a tenth of a small-n release) per call.
+    """
+    G = np.ascontiguousarray(G, dtype=np.float64)
+    return _well_conditioned(G.tobytes(), G.shape)
+
+
+@functools.lru_cache(maxsize=1024)
+def _well_conditioned(buffer: bytes, shape: tuple) -> bool:
+    return bool(np.linalg.cond(np.frombuffer(buffer).reshape(shape)) <= MAX_CONDITION)
 
 
 def ols(stats: LinearStats) -> np.ndarray:
