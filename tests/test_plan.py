@@ -28,6 +28,15 @@ def test_plan_prints_the_estimate(tmp_path):
     assert list(tmp_path.iterdir()) == [tmp_path / "spec.toml"]  # nothing written
 
 
+def test_default_task_timeout_is_whole_seconds_and_at_least_five_minutes():
+    from types import SimpleNamespace
+
+    from kngflow.sweep.plan import default_task_timeout
+
+    assert default_task_timeout(SimpleNamespace(max_task_seconds=0.8)) == 300.0
+    assert default_task_timeout(SimpleNamespace(max_task_seconds=147.429)) == 2949.0  # 20 x, rounded up
+
+
 def test_plan_counts_what_a_store_already_holds(tmp_path):
     spec = tmp_path / "spec.toml"
     spec.write_text(tiny_spec(n=(20,), epsilon=(1.0,), replicates=3))

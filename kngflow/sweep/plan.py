@@ -312,8 +312,9 @@ def estimate(spec, cost: CostModel, *, progress: dict | None = None, chunks: dic
 
 
 def default_task_timeout(est: Estimate) -> float:
-    """Default per-task time limit: 20 times the longest task of the estimate, at least 5 minutes."""
-    return max(300.0, 20.0 * est.max_task_seconds)
+    """Default per-task time limit: 20 times the longest task of the estimate in whole
+    seconds, at least 5 minutes."""
+    return float(max(300, math.ceil(20.0 * est.max_task_seconds)))
 
 
 def _duration(s: float) -> str:
