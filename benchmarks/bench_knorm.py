@@ -10,7 +10,8 @@ Two measurements, in one process run:
    allocates (``tracemalloc``) as a multiple of the data's size — at most one copy of the
    data is the budget.
 2. ``--studies``: the wall time of each study on a local cluster of ``--workers``
-   processes (cluster start excluded, cost-model calibration included as in ``kngflow run``): Figure 3 (``knorm_linear_coverage.toml``), Figure 4
+   processes (cluster start excluded, cost-model calibration included as in ``kngflow
+   run``): Figure 3 (``knorm_linear_coverage.toml``), Figure 4
    (``knorm_randhie.toml``), ``erm_linear.toml``, ``logistic_fair.toml`` and
    ``erm_baselines.toml`` as shipped, and Figure 2 (``knorm_logistic.toml``) without KNG
    (whose 1000 Metropolis sweeps of O(n m) updates at n = 10^5 dominate it: see
