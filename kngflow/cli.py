@@ -52,11 +52,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds to wait for the Dask scheduler (default 60)",
     )
     run.add_argument("--workers", type=int, metavar="N", help="local workers (default: one per core) or jobs for --cluster")
+    run.add_argument(
+        "--min-workers", type=int, metavar="K",
+        help="wait until K workers have joined (at most --connect-timeout) before the first task goes out",
+    )
     run.add_argument("--dashboard-address", default=":8787", metavar="ADDR", help="local dashboard address (default :8787)")
     run.add_argument("--no-dashboard", action="store_true", help="start the local cluster without a dashboard")
     run.add_argument("--task-seconds", type=float, default=1.0, metavar="S", help="target duration of one task (default 1)")
     run.add_argument("--replicate-chunk", type=int, metavar="K", help="replicates per store chunk for a new store (default: a few MB per chunk)")
-    run.add_argument("--max-in-flight", type=int, metavar="K", help="futures in flight (default: 2 per worker thread, >= 4)")
+    run.add_argument("--max-in-flight", type=int, metavar="K",
+                     help="futures in flight (default: 2 per worker thread present, re-read as workers join and leave, >= 4)")
     run.add_argument("--retries", type=int, default=2, metavar="R", help="Dask retries of a failing task (default 2)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument(
@@ -80,7 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("spec", help="study spec (TOML)")
     plan.add_argument("--store", metavar="PATH", help="existing store to resume or extend")
     plan.add_argument("--task-seconds", type=float, default=1.0, metavar="S", help="target duration of one task (default 1)")
-    plan.add_argument("--workers", type=int, metavar="N", help="also show the time on N workers")
+    plan.add_argument("--workers", type=int, metavar="N",
+                      help="plan for N single-threaded workers: their wall time, task length, scheduler rate and "
+                      "client load")
 
     status = sub.add_parser(
         "status",
@@ -174,9 +181,12 @@ def _target_problem(args) -> str | None:
             return f"--dashboard-address {args.dashboard_address!r}: {why}"
     if args.cluster:
         try:
-            check_submit_command(load_cluster_config(args.cluster))
+            cfg = load_cluster_config(args.cluster)
+            check_submit_command(cfg)
         except ClusterConfigError as exc:
             return str(exc)
+        if cfg["kind"] == "python" and args.workers:
+            return f"--workers: not used with {args.cluster} (kind python); size the deployment in its options"
     return None
 
 
@@ -196,7 +206,7 @@ def cmd_run(args) -> int:
     except SpecError as exc:
         _err(f"invalid spec {args.spec}: {exc}")
         return EXIT_BAD_INPUT
-    for name in ("workers", "replicate_chunk", "max_in_flight"):
+    for name in ("workers", "min_workers", "replicate_chunk", "max_in_flight"):
         v = getattr(args, name)
         if v is not None and v < 1:
             _err(f"--{name.replace('_', '-')} must be >= 1, got {v}")
@@ -223,7 +233,7 @@ def cmd_run(args) -> int:
     from kngflow.store.lock import RunLock
     from kngflow.sweep import prepare_store, run_sweep
     from kngflow.sweep.cluster import ClusterConfigError, connect
-    from kngflow.sweep.engine import check_store
+    from kngflow.sweep.engine import VersionMismatch, check_store, check_workers
     from kngflow.sweep.quiet import log_to_file
 
     if args.log_file:
@@ -261,13 +271,22 @@ def cmd_run(args) -> int:
             except OSError as exc:  # refused, unreachable, timed out (TimeoutError is an OSError)
                 _err(f"cannot connect to the Dask scheduler of {where}: {exc}")
                 return EXIT_BAD_INPUT
+            if args.min_workers:
+                print(f"waiting for {args.min_workers} workers (timeout {args.connect_timeout:g} s)", flush=True)
+                try:
+                    client.wait_for_workers(args.min_workers, timeout=args.connect_timeout)
+                except TimeoutError:
+                    _err(f"--min-workers {args.min_workers}: only {len(client.nthreads())} workers joined "
+                         f"{where} within --connect-timeout {args.connect_timeout:g} s")
+                    return EXIT_BAD_INPUT
+            check_workers(client)  # before anything is written: same kngflow, numpy, numba everywhere
             try:
                 prepared = prepare_store(spec, args.store, replicate_chunk=args.replicate_chunk)
             except StoreError as exc:
                 _err(str(exc))
                 return EXIT_BAD_INPUT
             nworkers = len(client.nthreads())
-            for line in est.lines(nworkers):
+            for line in est.lines(nworkers) + est.cluster_lines(max(1, sum(client.nthreads().values()))):
                 print(line, flush=True)
             print(f"scheduler {client.scheduler.address}; {nworkers} workers", flush=True)
             remote = args.scheduler or args.scheduler_file or args.cluster
@@ -286,7 +305,7 @@ def cmd_run(args) -> int:
                 flush_seconds=args.flush_seconds,
                 progress=not args.no_progress,
             )
-    except ClusterConfigError as exc:
+    except (ClusterConfigError, VersionMismatch) as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
     print(
@@ -302,14 +321,17 @@ def cmd_run(args) -> int:
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
-def _estimate(spec, store, task_seconds: float):
-    """``(cost model calibrated on this machine, estimate of running spec into store)``."""
+def _estimate(spec, store, task_seconds: float, threads: int | None = None):
+    """``(cost model calibrated on this machine, estimate of running spec into store)``;
+    with ``threads``, tasks as long as a run on that many threads cuts them."""
     from kngflow.sweep import calibrate, estimate
     from kngflow.sweep.engine import store_progress
+    from kngflow.sweep.plan import scaled_cost
 
     progress = store_progress(spec, store) if store else None
     cost = calibrate(spec, task_seconds=task_seconds)
-    return cost, estimate(spec, cost, progress=progress)
+    sized = scaled_cost(cost, threads) if threads else cost
+    return cost, estimate(spec, sized, progress=progress)
 
 
 def cmd_plan(args) -> int:
@@ -325,11 +347,11 @@ def cmd_plan(args) -> int:
         _err("--task-seconds must be > 0 and --workers >= 1")
         return EXIT_BAD_INPUT
     try:
-        est = _estimate(spec, args.store, args.task_seconds)[1]
+        est = _estimate(spec, args.store, args.task_seconds, args.workers)[1]
     except StoreError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
-    for line in est.lines(args.workers):
+    for line in est.lines(args.workers) + (est.cluster_lines(args.workers) if args.workers else []):
         print(line)
     why = est.too_big()
     if why:

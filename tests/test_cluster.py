@@ -33,7 +33,7 @@ from kngflow.sweep.cluster import (
 )
 
 CLUSTER = Path(__file__).resolve().parent.parent / "cluster"
-DEPLOYMENTS = ("slurm", "pbs", "kubernetes", "local")
+DEPLOYMENTS = ("slurm", "pbs", "kubernetes", "local", "python")
 EXPORTS = [f"export {k}={v}" for k, v in WORKER_ENV.items()]
 
 
@@ -136,6 +136,9 @@ def test_jobqueue_job_script(kind, tmp_path, monkeypatch):
     assert command.startswith(f"{o['python']} -m distributed.cli.dask_worker ")
     assert " --nthreads 1 " in command
     assert f" --nworkers {o['cores']} " in command
+    # workers retire before the walltime: lifetime + stagger < walltime
+    assert " --lifetime 225m --lifetime-stagger 5m" in command
+    assert 225 + 5 < 4 * 60 and o["walltime"] == "04:00:00"
     assert f" --local-directory {o['local_directory']}" in command
     for line in EXPORTS:
         assert line in lines, line
@@ -173,6 +176,31 @@ def test_unknown_option_is_refused_when_the_file_is_read(kind, options, match, t
         pytest.importorskip("dask_jobqueue")
     with pytest.raises(ClusterConfigError, match=match):
         load_cluster_config(_write(tmp_path, f"kind: {kind}\noptions: {options}\n"))
+
+
+@pytest.mark.parametrize(
+    "walltime, lifetime, stagger",
+    [("04:00:00", 13740, 300), ("1:00:00", 2940, 300), ("30:00", 1440, 150), ("2-00:00:00", 172140, 300),
+     ("10", 10, 50)],
+)
+def test_lifetime_derived_from_walltime(walltime, lifetime, stagger):
+    cfg = {"options": {"cores": 2, "walltime": walltime}}
+    args = jobqueue_options(cfg)["worker_extra_args"]
+    if walltime == "10":  # 10 minutes
+        lifetime, stagger = 600 - 2 * 50 - 60, 50
+    assert args == ["--lifetime", f"{lifetime}s", "--lifetime-stagger", f"{stagger}s"]
+    seconds = lifetime + stagger
+    assert seconds < {"04:00:00": 14400, "1:00:00": 3600, "30:00": 1800, "2-00:00:00": 172800, "10": 600}[walltime]
+
+
+def test_lifetime_given_is_kept_and_bad_walltime_refused():
+    given = ["--lifetime", "50m", "--lifetime-stagger", "2m"]
+    assert jobqueue_options({"options": {"walltime": "1:00:00", "worker_extra_args": given}})["worker_extra_args"] == given
+    assert jobqueue_options({"options": {}})["worker_extra_args"] == []
+    with pytest.raises(ClusterConfigError, match=r"^cluster\.options\.walltime: expected"):
+        jobqueue_options({"options": {"walltime": "four hours"}})
+    with pytest.raises(ClusterConfigError, match=r"^cluster\.options\.worker_extra_args: "):
+        jobqueue_options({"options": {"worker_extra_args": "--lifetime 1h"}})
 
 
 def test_submit_command_must_be_on_path(tmp_path, monkeypatch):
@@ -345,6 +373,11 @@ def test_kubernetes_without_dask_kubernetes_is_a_config_error():
             r"^cluster\.options\.n_workers: ",
         ),
         ("kind: [local\n", r"^cluster: .* is not valid YAML"),
+        ("kind: python\n", r"^cluster\.factory: kind python needs \"package\.module:function\""),
+        ("kind: python\nfactory: 'a.b'\n", r"^cluster\.factory: kind python needs"),
+        ("kind: python\nfactory: 'kngflow.sweep.cluster:local_cluster'\njobs: 2\n", r"^cluster\.jobs: not used with kind python"),
+        ("kind: python\nfactory: 'kngflow.sweep.cluster:nothing'\n", r"^cluster\.factory: 'kngflow\.sweep\.cluster' has no function 'nothing'"),
+        ("kind: local\nfactory: 'kngflow.sweep.cluster:local_cluster'\n", r"^cluster\.factory: only used with kind python"),
     ],
 )
 def test_bad_file(tmp_path, text, match):

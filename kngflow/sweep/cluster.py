@@ -7,10 +7,12 @@
   ``cluster/README.md``);
 * ``--cluster cluster/NAME.yaml``: a deployment file::
 
-      kind: slurm            # slurm | pbs | kubernetes | local
+      kind: slurm            # slurm | pbs | kubernetes | local | python
       jobs: 4                # batch jobs (slurm/pbs) or workers (kubernetes/local)
       options: {...}         # passed to SLURMCluster / PBSCluster / KubeCluster / LocalCluster
+                             # (python: to the factory)
       manifest: FILE         # kubernetes only: DaskCluster manifest, relative to the file
+      factory: "pkg.mod:fn"  # python only: a function returning a Client or a Cluster
       adapt: {minimum: 1, maximum: 8}   # optional, counted like jobs
 
 Every worker runs one thread with :data:`WORKER_ENV` in its environment:
@@ -22,7 +24,10 @@ Every worker runs one thread with :data:`WORKER_ENV` in its environment:
   ``--nthreads 1``; :data:`WORKER_ENV` is added to its ``env`` where missing
   and the worker ``replicas`` are set to ``jobs``;
 * local: ``LocalCluster(threads_per_worker=1, processes=True)`` with
-  :data:`WORKER_ENV` set in each worker process before it starts.
+  :data:`WORKER_ENV` set in each worker process before it starts;
+* python: ``factory(**options)`` builds the deployment (dask-gateway, Coiled,
+  a site's own setup) and returns a ``distributed.Client`` or a ``Cluster``;
+  its workers are the factory's business (see ``cluster/README.md``).
 
 A file is checked completely when it is read, before anything starts: its
 fields, and the names of its ``options`` against the keyword arguments of the
@@ -36,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import difflib
+import importlib
 import inspect
 import os
 import re
@@ -64,6 +70,7 @@ __all__ = [
     "check_submit_command",
     "check_address",
     "check_dashboard_address",
+    "lifetime_args",
 ]
 
 #: Dask diagnostics that cost CPU on every worker and on the scheduler whatever the tasks
@@ -97,9 +104,10 @@ WORKER_ENV = {
 }
 
 #: Accepted values of the ``kind`` field.
-KINDS = ("slurm", "pbs", "kubernetes", "local")
+KINDS = ("slurm", "pbs", "kubernetes", "local", "python")
 
-_FIELDS = ("kind", "jobs", "options", "manifest", "adapt")
+_FIELDS = ("kind", "jobs", "options", "manifest", "factory", "adapt")
+_FACTORY_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 #: The batch command each dask-jobqueue deployment submits its jobs with.
 SUBMIT_COMMANDS = {"slurm": "sbatch", "pbs": "qsub"}
@@ -140,7 +148,7 @@ def load_cluster_config(path: str | os.PathLike) -> dict:
     ----------
     path : str or os.PathLike
         YAML file with the fields ``kind``, ``jobs``, ``options``, ``manifest``
-        (kubernetes only) and ``adapt``.
+        (kubernetes only), ``factory`` (python only) and ``adapt``.
 
     Returns
     -------
@@ -148,7 +156,8 @@ def load_cluster_config(path: str | os.PathLike) -> dict:
         ``kind``, ``jobs`` (``None`` for a local file without ``jobs``: one
         worker per core), ``options`` (a new dict), ``adapt`` (``None`` or a
         dict) and, for kubernetes, ``manifest`` as a path resolved against the
-        directory of ``path``.
+        directory of ``path``; for python, ``factory`` (its module is imported
+        and ``options`` are checked against its signature now).
 
     Raises
     ------
@@ -166,7 +175,7 @@ def load_cluster_config(path: str | os.PathLike) -> dict:
     kind = cfg.get("kind")
     if kind not in KINDS:
         raise ClusterConfigError(f"cluster.kind: must be one of {list(KINDS)}, got {kind!r}")
-    jobs = cfg.get("jobs", None if kind == "local" else 1)
+    jobs = cfg.get("jobs", None if kind in ("local", "python") else 1)
     if jobs is not None and (not _count(jobs) or jobs < 1):
         raise ClusterConfigError(f"cluster.jobs: must be an integer >= 1, got {jobs!r}")
     options = cfg.get("options") or {}
@@ -200,6 +209,13 @@ def load_cluster_config(path: str | os.PathLike) -> dict:
         kubernetes_manifest(out)  # fail now, before any store is touched
     elif "manifest" in cfg:
         raise ClusterConfigError("cluster.manifest: only used with kind kubernetes")
+    if kind == "python":
+        out["factory"] = cfg.get("factory")
+        if "jobs" in cfg:
+            raise ClusterConfigError("cluster.jobs: not used with kind python; size the deployment in cluster.options")
+        _check_factory_options(_factory(out["factory"]), out["factory"], options)
+    elif "factory" in cfg:
+        raise ClusterConfigError("cluster.factory: only used with kind python")
     if kind in ("slurm", "pbs"):
         jobqueue_options(out)  # cores/processes and job_script_prologue, checked now
     if kind == "local":
@@ -210,8 +226,64 @@ def load_cluster_config(path: str | os.PathLike) -> dict:
     return out
 
 
+def _factory(ref: Any):
+    """The function a ``factory: "package.module:function"`` reference names (imported now)."""
+    if not isinstance(ref, str) or not _FACTORY_RE.match(ref):
+        raise ClusterConfigError(
+            f"cluster.factory: kind python needs \"package.module:function\", got {ref!r}"
+        )
+    module, _, name = ref.partition(":")
+    try:
+        mod = importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001 - any import failure is the file's problem
+        raise ClusterConfigError(
+            f"cluster.factory: cannot import {module!r} ({type(exc).__name__}: {exc}); "
+            "it must be installed or on PYTHONPATH"
+        ) from None
+    fn = getattr(mod, name, None)
+    if not callable(fn):
+        raise ClusterConfigError(f"cluster.factory: {module!r} has no function {name!r}")
+    return fn
+
+
+def _check_factory_options(fn, ref: str, options: dict) -> None:
+    try:
+        inspect.signature(fn).bind(**options)
+    except TypeError as exc:
+        raise ClusterConfigError(f"cluster.options: {ref} does not accept them: {exc}") from None
+    except ValueError:  # no signature (a builtin): the call will tell
+        pass
+
+
+def _from_factory(cfg: dict):
+    """Call the factory of a python config: a ``Client`` or ``Cluster``, or ClusterConfigError."""
+    from distributed import Client
+    from distributed.deploy import Cluster
+
+    ref = cfg["factory"]
+    if cfg.get("jobs") is not None:
+        raise ClusterConfigError("--workers: not used with kind python; size the deployment in cluster.options")
+    try:
+        made = _factory(ref)(**cfg["options"])
+    except ClusterConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the factory's own failure, in one line
+        raise ClusterConfigError(f"cluster.factory: {ref} raised {type(exc).__name__}: {exc}") from None
+    if not isinstance(made, (Client, Cluster)):
+        with contextlib.suppress(Exception):
+            made.close()
+        raise ClusterConfigError(
+            f"cluster.factory: {ref} returned {type(made).__name__}, not a distributed.Client or a Cluster"
+        )
+    if cfg.get("adapt") and isinstance(made, Cluster):
+        made.adapt(**cfg["adapt"])
+    return made
+
+
 def _option_names(kind: str) -> set[str] | None:
     """Keyword arguments the cluster class of ``kind`` accepts (None: its package is missing)."""
+    if kind == "python":
+        return None  # the factory's own signature is checked (_check_factory_options)
     if kind == "local":
         from distributed import LocalCluster, Nanny, Worker
 
@@ -328,9 +400,11 @@ def jobqueue_options(cfg: dict) -> dict:
     Returns
     -------
     dict
-        ``cfg["options"]`` with ``processes`` defaulting to ``cores`` and the
+        ``cfg["options"]`` with ``processes`` defaulting to ``cores``, the
         ``export`` lines of :data:`WORKER_ENV` appended to
-        ``job_script_prologue`` (unless the variable is already set there).
+        ``job_script_prologue`` (unless the variable is already set there) and,
+        when a ``walltime`` is set and ``worker_extra_args`` has no
+        ``--lifetime``, :func:`lifetime_args` appended to ``worker_extra_args``.
 
     Raises
     ------
@@ -358,7 +432,48 @@ def jobqueue_options(cfg: dict) -> dict:
         if not any(var in existing for existing in prologue):
             prologue.append(line)
     opts["job_script_prologue"] = prologue
+    args = opts.get("worker_extra_args") or []
+    if isinstance(args, str) or not isinstance(args, list):
+        raise ClusterConfigError("cluster.options.worker_extra_args: must be a list of dask worker arguments")
+    args = [str(a) for a in args]
+    if opts.get("walltime") is not None and not any(a.startswith("--lifetime") for a in args):
+        args += lifetime_args(_walltime_seconds(opts["walltime"], cfg.get("kind")))
+    opts["worker_extra_args"] = args
     return opts
+
+
+def _walltime_seconds(walltime: Any, kind: str | None = None) -> int:
+    """Seconds of a batch walltime: ``[D-]HH:MM:SS``, ``MM:SS``, ``D-HH[:MM]``, or one
+    number (minutes for SLURM, seconds for PBS)."""
+    text = str(walltime).strip()
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text)
+    if not m:
+        raise ClusterConfigError(f"cluster.options.walltime: expected [D-]HH:MM:SS, got {walltime!r}")
+    days, *parts = m.groups()
+    parts = [int(x) for x in parts if x is not None]
+    if days is not None:  # D-HH, D-HH:MM, D-HH:MM:SS
+        parts = parts + [0] * (3 - len(parts))
+    elif len(parts) == 1:
+        parts = [0, 0, parts[0]] if kind == "pbs" else [0, parts[0], 0]
+    elif len(parts) == 2:  # MM:SS
+        parts = [0] + parts
+    hours, minutes, seconds = parts
+    return 86400 * int(days or 0) + 3600 * hours + 60 * minutes + seconds
+
+
+def lifetime_args(walltime: int) -> list[str]:
+    """``dask worker`` arguments that retire a worker before its job's walltime.
+
+    A worker killed by the batch system at its walltime loses its tasks as a
+    failure (counted against ``distributed.scheduler.allowed-failures``); a worker
+    that reaches ``--lifetime`` first retires gracefully: its tasks go back to the
+    scheduler and nothing counts as failed.  The lifetime is the walltime less
+    twice the stagger and a minute, the stagger a twelfth of the walltime, at most
+    5 minutes (so that the workers of one job do not all leave at once).
+    """
+    stagger = max(1, min(300, walltime // 12))
+    lifetime = max(1, walltime - 2 * stagger - 60)
+    return ["--lifetime", f"{lifetime}s", "--lifetime-stagger", f"{stagger}s"]
 
 
 def _worker_container(spec: dict, where: str) -> dict:
@@ -453,7 +568,8 @@ def cluster_from_config(cfg: dict, *, start: bool = True) -> Cluster:
     -------
     distributed.deploy.Cluster
         ``SLURMCluster``, ``PBSCluster``, ``dask_kubernetes.operator.KubeCluster``
-        or ``LocalCluster``; the caller closes it.
+        or ``LocalCluster``; for kind python, the factory's ``Client`` or
+        ``Cluster``.  The caller closes it.
 
     Raises
     ------
@@ -462,6 +578,8 @@ def cluster_from_config(cfg: dict, *, start: bool = True) -> Cluster:
     """
     kind = cfg["kind"]
     adapt = cfg.get("adapt")
+    if kind == "python":
+        return _from_factory(cfg)
     if kind in ("slurm", "pbs"):
         try:
             import dask_jobqueue
@@ -623,6 +741,15 @@ def connect(
         cluster = cluster_from_config(cfg)
     else:
         cluster = local_cluster(workers, dashboard_address=dashboard_address, log_file=log_file)
+    if isinstance(cluster, Client):  # a python factory's own client: it and its cluster are the run's
+        try:
+            yield cluster
+        finally:
+            owned = cluster.cluster
+            cluster.close()
+            if owned is not None:
+                owned.close()
+        return
     try:
         with Client(cluster, timeout=timeout) as client:
             yield client

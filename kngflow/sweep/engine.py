@@ -7,14 +7,19 @@ hands each block to one :class:`~kngflow.store.StoreWriter`, which writes large,
 compact chunks from a background thread, results before ``done`` flags.  Tasks
 come lazily from :func:`~kngflow.sweep.plan.iter_tasks` and at most
 ``max_in_flight`` futures exist at a time (``distributed.as_completed``, topped
-up as tasks finish), so the client's memory does not grow with the grid.
+up as tasks finish, finished ones gathered in batches), so the client's memory
+does not grow with the grid.  How many futures, and how long the tasks, follows
+the cluster as workers join and leave (:class:`_Window`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import math
 import platform
+import re
 import time
 import traceback
 import uuid
@@ -26,7 +31,16 @@ import numpy as np
 from kngflow import store as st
 
 from . import seeds
-from .plan import CostModel, Task, count_tasks, default_chunks, default_task_timeout, estimate, iter_tasks
+from .plan import (
+    CostModel,
+    Task,
+    count_tasks,
+    default_chunks,
+    default_task_timeout,
+    estimate,
+    iter_tasks,
+    scaled_cost,
+)
 from .spec import Spec, parse_spec
 
 __all__ = [
@@ -40,6 +54,10 @@ __all__ = [
     "store_attrs",
     "store_progress",
     "SpecMismatch",
+    "VersionMismatch",
+    "check_workers",
+    "package_versions",
+    "runtime_versions",
 ]
 
 #: Fallback when kngflow.samplers is not importable (the contract's codes).
@@ -59,16 +77,106 @@ def _sampler_codes() -> dict:
         return dict(_DEFAULT_CODES)
 
 
-def package_versions() -> dict:
+#: Runtime dependencies recorded when kngflow's own metadata cannot be read (not installed).
+_RUNTIME = ("numpy", "scipy", "numba", "dask", "distributed", "xarray", "zarr", "dp-accounting", "statsmodels")
+
+
+def _runtime_dependencies() -> list[str]:
+    """Names of kngflow's runtime dependencies, from its installed metadata."""
     import importlib.metadata as md
 
-    out = {"python": platform.python_version()}
-    for pkg in ("kngflow", "numpy", "numba", "scipy", "dask", "distributed", "xarray", "zarr"):
+    try:
+        requires = md.requires("kngflow") or []
+    except md.PackageNotFoundError:
+        return list(_RUNTIME)
+    names = [re.match(r"[A-Za-z0-9_.-]+", r).group(0) for r in requires if "extra ==" not in r]
+    return sorted(set(names) | {"distributed"}, key=str.lower)
+
+
+@functools.lru_cache(maxsize=1)
+def git_revision() -> str | None:
+    """``git describe``-like revision of the checkout kngflow is imported from (None if not one).
+
+    ``<commit>`` or ``<commit>+dirty`` when tracked files differ from it; None
+    when kngflow is installed from a wheel, or git is missing.
+    """
+    import subprocess
+
+    import kngflow
+
+    root = Path(kngflow.__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
+def package_versions() -> dict:
+    """Provenance of a store: Python, the platform, kngflow (and its git revision when it is
+    imported from a checkout) and every runtime dependency's version."""
+    import importlib.metadata as md
+
+    import kngflow
+
+    out = {"python": platform.python_version(), "platform": platform.platform(), "kngflow": kngflow.__version__,
+           "kngflow_git": git_revision()}
+    for pkg in _runtime_dependencies():
         try:
             out[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
             out[pkg] = None
     return out
+
+
+#: Packages whose version must be the same on the client and on every worker: they decide
+#: the released values (kngflow's code, numpy's generators, numba's compiled kernels).
+MATCHED_PACKAGES = ("kngflow", "numpy", "numba")
+
+
+def runtime_versions() -> dict:
+    """The versions of :data:`MATCHED_PACKAGES` in this process (as imported)."""
+    import numba
+
+    import kngflow
+
+    return {"kngflow": kngflow.__version__, "numpy": np.__version__, "numba": numba.__version__}
+
+
+class VersionMismatch(RuntimeError):
+    """A worker runs another version of kngflow, numpy or numba than the client."""
+
+
+def version_mismatch(expected: dict, found: dict, where: str) -> str | None:
+    """One line naming the first package whose version differs (None if all match)."""
+    for pkg in MATCHED_PACKAGES:
+        if found.get(pkg) != expected.get(pkg):
+            return (
+                f"{where} runs {pkg} {found.get(pkg)} but the client runs {pkg} {expected.get(pkg)}; "
+                f"install the same {', '.join(MATCHED_PACKAGES)} versions everywhere (the results depend on them)"
+            )
+    return None
+
+
+def check_workers(client, expected: dict | None = None, workers=None) -> None:
+    """Raise :class:`VersionMismatch` if a worker's :func:`runtime_versions` differ from
+    ``expected`` (default: this process's).  ``workers``: addresses to ask (default all)."""
+    expected = expected or runtime_versions()
+    if workers is not None and not workers:
+        return
+    try:
+        found = client.run(runtime_versions, workers=list(workers) if workers is not None else None)
+    except Exception:  # noqa: BLE001 - a worker that left; every task checks its worker anyway
+        return
+    for addr, versions in sorted(found.items()):
+        why = version_mismatch(expected, versions, f"worker {addr}")
+        if why:
+            raise VersionMismatch(why)
 
 
 def store_attrs(spec: Spec, history: list | None = None) -> dict:
@@ -250,7 +358,22 @@ def timeout_message(seconds: float) -> str:
     return f"task timeout: the task exceeded --task-timeout {seconds:g} s; cell not computed"
 
 
-def compute_block(spec_text: str, labels, epsilons, task: Task, timeout: float | None = None) -> st.Block:
+def _check_here(expect: dict) -> None:
+    """Raise :class:`VersionMismatch` if this process runs other versions than ``expect``."""
+    why = version_mismatch(expect, runtime_versions(), "this process")
+    if why:
+        try:
+            from distributed import get_worker
+
+            why = why.replace("this process", f"worker {get_worker().address}", 1)
+        except (ImportError, ValueError):
+            pass
+        raise VersionMismatch(why)
+
+
+def compute_block(
+    spec_text: str, labels, epsilons, task: Task, timeout: float | None = None, expect: dict | None = None
+) -> st.Block:
     """Compute the missing cells of ``task`` (on a worker; the store is never opened).
 
     ``labels`` and ``epsilons`` are the store's mechanism and ε coordinates (their
@@ -261,9 +384,13 @@ def compute_block(spec_text: str, labels, epsilons, task: Task, timeout: float |
     cells failed with its message and the task goes on.  Once ``timeout``
     seconds have passed, the cells not yet computed are marked failed with
     :func:`timeout_message`.  Anything else (a killed worker) propagates so that
-    Dask retries the task.
+    Dask retries the task.  With ``expect`` (the client's :func:`runtime_versions`),
+    a process running other versions raises :class:`VersionMismatch` before
+    computing anything.
     """
     t_start = time.perf_counter()
+    if expect is not None:
+        _check_here(expect)
     spec, problem, mechanisms, codes = _context(spec_text)
     M, E, R = len(labels), len(epsilons), task.stop - task.start
     d = int(problem.d)
@@ -421,6 +548,54 @@ def store_progress(spec: Spec, path) -> dict | None:
     return _progress(st.read_meta(path), st.read_flags(path)[0], spec)
 
 
+class _Window:
+    """The run's view of the cluster, re-read every ``every`` seconds while it runs.
+
+    ``threads`` is what the workers present have; ``capacity`` is at least that,
+    and the adaptive maximum (in threads) when the client's own cluster adapts,
+    so that an adaptive cluster sees enough queued work to grow.  About two
+    futures per thread of ``capacity`` are kept in flight, and tasks are cut
+    long enough that the scheduler sees at most
+    :data:`~kngflow.sweep.plan.MAX_TASK_RATE` tasks per second.  Workers seen
+    for the first time are asked for their :func:`runtime_versions`.
+    """
+
+    def __init__(self, client, cost: CostModel, *, fixed: int | None = None, every: float = 2.0,
+                 expect: dict | None = None):
+        self.client, self.cost, self.fixed, self.every, self.expect = client, cost, fixed, every, expect
+        self.known: set = set()
+        self.threads = self.capacity = 0
+        self._at = -math.inf
+        self.refresh(force=True)
+
+    def refresh(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._at < self.every:
+            return
+        self._at = now
+        nthreads = self.client.nthreads()
+        if self.expect is not None:
+            check_workers(self.client, self.expect, set(nthreads) - self.known)
+        self.known = set(nthreads)
+        self.threads = sum(nthreads.values())
+        self.capacity = max(self.threads, self._adaptive_threads(len(nthreads)))
+
+    def _adaptive_threads(self, workers: int) -> int:
+        adaptive = getattr(getattr(self.client, "cluster", None), "_adaptive", None)
+        maximum = getattr(adaptive, "maximum", None)
+        if getattr(adaptive, "state", None) not in ("starting", "running") or not math.isfinite(maximum or math.inf):
+            return 0
+        return int(maximum * (self.threads / workers if workers else 1))
+
+    @property
+    def in_flight(self) -> int:
+        return self.fixed or max(4, 2 * self.capacity)
+
+    def sizing(self) -> tuple[CostModel, int]:
+        """``(cost model, ramp)`` for the next task (:func:`~kngflow.sweep.plan.iter_tasks`)."""
+        return scaled_cost(self.cost, max(1, self.capacity)), self.threads
+
+
 def run_sweep(
     spec: Spec,
     store_path,
@@ -435,13 +610,30 @@ def run_sweep(
     progress: bool = True,
     log=print,
     prepared=None,
+    check_versions: bool = True,
+    refresh_seconds: float = 2.0,
 ) -> RunResult:
     """Compute every missing cell of ``spec`` into ``store_path`` on ``client``'s cluster.
 
     Re-running with the same spec resumes: only cells whose ``done`` flag is 0
     are computed (failed cells are retried).  Results do not depend on the
-    number of workers, the batching or the order of completion.  The workers
-    only need ``import kngflow``: they never see ``store_path``.
+    number of workers, their arrival or departure, the batching or the order of
+    completion.  The workers only need ``import kngflow``: they never see
+    ``store_path``.
+
+    The run follows the cluster (:class:`_Window`): every ``refresh_seconds`` it
+    re-reads the workers and threads present (and the adaptive maximum of a
+    cluster the client owns), keeps about two futures per thread in flight
+    (``max_in_flight`` fixes the number), and cuts longer tasks as the cluster
+    grows.  Finished futures are gathered in batches.  A worker that retires
+    (``dask worker --lifetime``) or dies hands its tasks back to the scheduler,
+    which runs them elsewhere; no cell is lost or written twice.
+
+    ``check_versions``: every worker, present or joining later, must run the
+    client's kngflow, numpy and numba (:data:`MATCHED_PACKAGES`); otherwise
+    :class:`VersionMismatch` is raised (before anything is computed for a
+    worker present at the start; each task also checks its worker before it
+    computes).
 
     ``task_timeout`` (seconds; default :func:`default_task_timeout`) bounds a
     task: a worker stops computing a task past it, and the client cancels a
@@ -452,11 +644,13 @@ def run_sweep(
     block waits in the client before it is written.  ``prepared`` is the result
     of :func:`prepare_store` when the caller already called it.
     """
-    from distributed import wait
+    from distributed import as_completed
 
     t0 = time.perf_counter()
     cost = cost or CostModel()
     store_path = str(Path(store_path).resolve())
+    expect = runtime_versions() if check_versions else None
+    window = _Window(client, cost, fixed=max_in_flight, every=refresh_seconds, expect=expect)
     if prepared is None:
         prepared = prepare_store(spec, store_path, replicate_chunk=replicate_chunk)
     meta, action = prepared
@@ -467,12 +661,12 @@ def run_sweep(
     done_before = int(np.count_nonzero(done))
     if task_timeout is None:
         task_timeout = default_task_timeout(estimate(spec, cost, progress=_progress(meta, done, spec)))
-    nthreads = sum(client.nthreads().values()) or 1
-    tasks = iter_tasks(meta, done, cost=cost, key_prefix=f"{store_path}{spec.hash}{uuid.uuid4().hex}", ramp=nthreads)
+    tasks = iter_tasks(meta, done, key_prefix=f"{store_path}{spec.hash}{uuid.uuid4().hex}", sizing=window.sizing)
     if log:
+        sized, ramp = window.sizing()
         log(
             f"store {store_path}: {action}; {done_before}/{total} cells done, {total - done_before} to compute "
-            f"in {count_tasks(meta, done, cost=cost, ramp=nthreads)} tasks (chunks: "
+            f"in ≈ {count_tasks(meta, done, cost=sized, ramp=ramp)} tasks (chunks: "
             + ", ".join(f"{k}={meta.chunks[k]}" for k in ("mechanism", "n", "epsilon", "replicate"))
             + f"; task timeout {task_timeout:g} s)"
         )
@@ -481,23 +675,23 @@ def run_sweep(
     n_computed = n_failed = n_tasks = 0
     bar = None
     if done_before < total:
-        if max_in_flight is None:
-            max_in_flight = max(4, 2 * nthreads)
         if progress:
             from tqdm import tqdm
 
             bar = tqdm(total=total, initial=done_before, unit="cell", desc="cells", dynamic_ncols=True, smoothing=0.1)
         futs: dict = {}  # key -> (task, submitted at, future)
+        ready = as_completed()
 
         def submit() -> bool:
             task = next(tasks, None)
             if task is None:
                 return False
             fut = client.submit(
-                compute_block, spec.text, labels, epsilons, task, task_timeout,
+                compute_block, spec.text, labels, epsilons, task, task_timeout, expect,
                 key=task.key, retries=retries, pure=False,
             )
             futs[fut.key] = (task, time.monotonic(), fut)
+            ready.add(fut)
             return True
 
         def finish(block: st.Block) -> None:
@@ -514,35 +708,63 @@ def run_sweep(
                 if n_failed:
                     bar.set_postfix(failed=n_failed, refresh=False)
 
+        def failure(task: Task, fut) -> None:
+            try:
+                exc = fut.exception()
+            except Exception as e:  # noqa: BLE001 - cancelled or lost
+                finish(failed_block(labels, epsilons, d, task, f"task failed: {e!r}"))
+                return
+            if isinstance(exc, VersionMismatch):
+                raise VersionMismatch(str(exc))
+            msg = f"task failed after {retries} retries: {type(exc).__name__}: {exc}"
+            finish(failed_block(labels, epsilons, d, task, msg))
+
         grace = 2 * task_timeout + 10
+        checked = time.monotonic()
         with st.StoreWriter(store_path, interval=flush_seconds) as writer:
-            while len(futs) < max_in_flight and submit():
-                pass
-            while futs:
-                try:
-                    finished = wait([f for _, _, f in futs.values()], timeout=1.0, return_when="FIRST_COMPLETED").done
-                except TimeoutError:
-                    finished = ()
-                for fut in finished:
-                    task, _, _ = futs.pop(fut.key)
-                    if fut.status == "finished":
-                        finish(fut.result())
-                    else:
-                        try:
-                            exc = fut.exception()
-                            msg = f"task failed after {retries} retries: {type(exc).__name__}: {exc}"
-                        except Exception as e:  # noqa: BLE001
-                            msg = f"task failed: {e!r}"
-                        finish(failed_block(labels, epsilons, d, task, msg))
-                    fut.release()
-                now = time.monotonic()
-                for key, (task, since, fut) in list(futs.items()):
-                    if now - since > grace:  # a kernel that does not return: give up on the task
-                        del futs[key]
-                        client.cancel([fut], force=True)
-                        finish(failed_block(labels, epsilons, d, task, timeout_message(task_timeout)))
-                while len(futs) < max_in_flight and submit():
-                    pass
+            try:
+                while True:
+                    window.refresh()
+                    while len(futs) < window.in_flight and submit():
+                        pass
+                    if not futs:
+                        break
+                    batch = [f for f in ready.next_batch(block=False) if futs.get(f.key, (0, 0, None))[2] is f]
+                    ok = [f for f in batch if f.status == "finished"]
+                    try:
+                        blocks = client.gather(ok) if ok else []
+                    except Exception:  # noqa: BLE001 - one of them was lost: take them one by one
+                        ok, blocks = [], []
+                    for fut, block in zip(ok, blocks):
+                        futs.pop(fut.key)
+                        finish(block)
+                        fut.release()
+                    for fut in batch:  # errors, cancellations, and results a failed gather left
+                        if fut.key in futs:
+                            task = futs.pop(fut.key)[0]
+                            if fut.status != "finished":
+                                failure(task, fut)
+                            else:
+                                try:
+                                    block = fut.result()
+                                except Exception as exc:  # noqa: BLE001 - lost with its worker
+                                    block = failed_block(labels, epsilons, d, task, f"task result lost: {exc!r}")
+                                finish(block)
+                            fut.release()
+                    now = time.monotonic()
+                    if now - checked > 1.0:
+                        checked = now
+                        for key, (task, since, fut) in list(futs.items()):
+                            if now - since > grace:  # a kernel that does not return: give up on the task
+                                del futs[key]
+                                client.cancel([fut], force=True)
+                                finish(failed_block(labels, epsilons, d, task, timeout_message(task_timeout)))
+                    if not batch:
+                        time.sleep(0.02)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    client.cancel([f for _, _, f in futs.values()], force=True)
+                raise
         st.consolidate(store_path)
     done, failed = st.read_flags(store_path)
     if bar is not None:

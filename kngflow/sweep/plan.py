@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -33,6 +33,8 @@ __all__ = [
     "estimate",
     "default_chunks",
     "default_task_timeout",
+    "scaled_cost",
+    "MAX_TASK_RATE",
 ]
 
 #: Target bytes of one chunk of the largest variable (``estimate``): chunks of a few MB
@@ -40,6 +42,18 @@ __all__ = [
 CHUNK_BYTES = 4 << 20
 #: Resident memory of a worker process with kngflow, numba and dask imported.
 WORKER_BASE_BYTES = 300 << 20
+#: Tasks per second the scheduler should see at most.  Dask's scheduler spends about
+#: 0.2-1 ms of CPU per task (:data:`SCHEDULER_SECONDS_PER_TASK` here), so 200 tasks/s keep
+#: its one core at most a fifth busy: tasks get longer as the cluster grows
+#: (:func:`scaled_cost`), never shorter than ``--task-seconds``.
+MAX_TASK_RATE = 200.0
+#: Scheduler CPU seconds per task and client CPU seconds per cell (receiving, buffering
+#: and writing results), measured by ``benchmarks/bench_scale.py`` on a 2-core machine
+#: (16 single-threaded workers in waves, 60 000 cells of 4 mechanisms x 3 epsilon).
+SCHEDULER_SECONDS_PER_TASK = 1.0e-3
+CLIENT_SECONDS_PER_CELL = 3.0e-6
+#: Fraction of one core past which the plan warns that the scheduler or the client saturates.
+SATURATION = 0.5
 
 
 @dataclass(frozen=True)
@@ -84,6 +98,13 @@ class CostModel:
         return max(1, int(math.floor(self.task_seconds / per)))
 
 
+def scaled_cost(cost: CostModel, threads: int) -> CostModel:
+    """``cost`` with tasks long enough that ``threads`` busy threads send the scheduler
+    at most :data:`MAX_TASK_RATE` tasks per second (``task_seconds >= threads / 200``)."""
+    need = threads / MAX_TASK_RATE
+    return cost if cost.task_seconds >= need else replace(cost, task_seconds=need)
+
+
 def default_chunks(sizes: dict, d: int) -> dict:
     """Chunk lengths of a new store: whole mechanism and ε axes, replicates (then n) up to
     :data:`CHUNK_BYTES` of ``estimate``.  Independent of tasks (one writer writes any region)."""
@@ -118,12 +139,13 @@ class Task:
 RAMP_DIVISOR = 16
 
 
-def _extents(meta, done: np.ndarray, cost: CostModel, ramp: int):
-    """``(n index, todo, start, stop)`` of each task of :func:`iter_tasks`, in order."""
+def _extents(meta, done: np.ndarray, sizing):
+    """``(n index, todo, start, stop)`` of each task of :func:`iter_tasks`, in order.
+
+    ``sizing()`` gives ``(cost model, ramp)`` and is asked again for every task."""
     labels, ns, eps = (meta.coords[k] for k in ("mechanism", "n", "epsilon"))
     issued = 0
     for i in sorted(range(len(ns)), key=lambda k: -int(ns[k])):
-        per_task = cost.replicates_per_task(int(ns[i]), labels, len(eps))
         todo = done[:, i, :, :] == 0  # (M, E, R)
         rep_todo = np.flatnonzero(todo.any(axis=(0, 1)))
         # runs of consecutive replicates with work, cut into tasks of per_task replicates
@@ -131,13 +153,22 @@ def _extents(meta, done: np.ndarray, cost: CostModel, ramp: int):
         for run in np.split(rep_todo, breaks) if rep_todo.size else ():
             a = 0
             while a < len(run):
+                cost, ramp = sizing()
+                per_task = cost.replicates_per_task(int(ns[i]), labels, len(eps))
                 size = per_task if issued >= ramp else max(1, per_task // RAMP_DIVISOR)
                 yield i, todo, int(run[a]), int(run[min(a + size, len(run)) - 1]) + 1
                 a += size
                 issued += 1
 
 
-def iter_tasks(meta, done: np.ndarray, *, cost: CostModel | None = None, key_prefix: str = "", ramp: int = 0):
+def _fixed(cost: CostModel | None, ramp: int):
+    sized = (cost or CostModel(), ramp)
+    return lambda: sized
+
+
+def iter_tasks(
+    meta, done: np.ndarray, *, cost: CostModel | None = None, key_prefix: str = "", ramp: int = 0, sizing=None
+):
     """Yield tasks covering every cell not done, largest n first, lazily.
 
     ``done`` is the (mechanism, n, epsilon, replicate) flag array of the store and
@@ -145,9 +176,14 @@ def iter_tasks(meta, done: np.ndarray, *, cost: CostModel | None = None, key_pre
     skipped; a task covers at most ``cost.replicates_per_task`` replicates, the
     first ``ramp`` tasks :data:`RAMP_DIVISOR` times fewer (one short task per
     worker first: results and failures show up early).
+
+    ``sizing``, a function returning ``(cost, ramp)``, replaces ``cost`` and
+    ``ramp`` and is called before each task is cut: the run's engine passes
+    one that follows the cluster as workers join and leave.  Task extents never
+    change results (seeds are per cell).
     """
     ns, reps = meta.coords["n"], meta.coords["replicate"]
-    for i, todo, start, stop in _extents(meta, done, cost or CostModel(), ramp):
+    for i, todo, start, stop in _extents(meta, done, sizing or _fixed(cost, ramp)):
         block = todo[:, :, start:stop]
         missing = int(np.count_nonzero(block))
         tag = hashlib.sha1(repr((key_prefix, i, start, stop)).encode()).hexdigest()[:16]
@@ -165,7 +201,7 @@ def iter_tasks(meta, done: np.ndarray, *, cost: CostModel | None = None, key_pre
 
 def count_tasks(meta, done: np.ndarray, *, cost: CostModel | None = None, ramp: int = 0) -> int:
     """How many tasks :func:`iter_tasks` yields (without making them)."""
-    return sum(1 for _ in _extents(meta, done, cost or CostModel(), ramp))
+    return sum(1 for _ in _extents(meta, done, _fixed(cost, ramp)))
 
 
 def plan_tasks(meta, done: np.ndarray, *, cost: CostModel | None = None, key_prefix: str = "") -> list[Task]:
@@ -261,6 +297,35 @@ class Estimate:
             f"plan: task timeout {default_task_timeout(self):g} s by default; peak memory ≈ {_size(self.worker_bytes)} per worker; store ≈ {_size(self.number_bytes)} "
             f"in ≈ {self.store_files} files",
         ]
+
+    def cluster_lines(self, threads: int) -> list[str]:
+        """What ``threads`` busy worker threads ask of the scheduler and of the client
+        (from :data:`SCHEDULER_SECONDS_PER_TASK` and :data:`CLIENT_SECONDS_PER_CELL`),
+        with a warning line for each that would saturate."""
+        if not self.tasks or not self.compute_seconds:
+            return []
+        wall = self.compute_seconds / threads
+        rate = self.tasks / wall
+        cells = self.to_compute / wall
+        sched, client = rate * SCHEDULER_SECONDS_PER_TASK, cells * CLIENT_SECONDS_PER_CELL
+        lines = [
+            f"plan: on {threads} threads: tasks of ≈ {_duration(self.compute_seconds / self.tasks)} on average; "
+            f"scheduler ≈ {rate:.0f} tasks/s (target <= {MAX_TASK_RATE:.0f}; ≈ {100 * sched:.0f}% of a core); "
+            f"client writes ≈ {cells:.0f} cells/s (≈ {100 * client:.0f}% of a core)"
+        ]
+        if wall < 60:  # a short run: a busy minute harms nobody
+            return lines
+        if sched > SATURATION or rate > MAX_TASK_RATE:
+            lines.append(
+                f"plan: warning: the scheduler would be saturated ({rate:.0f} tasks/s); "
+                "raise --task-seconds or add replicates per n"
+            )
+        if client > SATURATION:
+            lines.append(
+                f"plan: warning: the client would be saturated ({cells:.0f} cells/s to receive and write); "
+                "run the client on a machine of its own or split the study"
+            )
+        return lines
 
     def too_big(self, *, max_core_hours: float = 24.0, max_store_bytes: float = 100e9, max_worker_bytes: float = 8e9):
         """Why a run should ask for ``--yes`` (None when the estimate is within the limits)."""
