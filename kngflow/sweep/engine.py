@@ -666,7 +666,7 @@ def run_sweep(
         sized, ramp = window.sizing()
         log(
             f"store {store_path}: {action}; {done_before}/{total} cells done, {total - done_before} to compute "
-            f"in ≈ {count_tasks(meta, done, cost=sized, ramp=ramp)} tasks (chunks: "
+            f"in {count_tasks(meta, done, cost=sized, ramp=ramp)} tasks (chunks: "
             + ", ".join(f"{k}={meta.chunks[k]}" for k in ("mechanism", "n", "epsilon", "replicate"))
             + f"; task timeout {task_timeout:g} s)"
         )
