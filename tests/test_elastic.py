@@ -384,3 +384,42 @@ def test_store_records_provenance(tmp_path):
 
     attrs = store_attrs(parse_spec(tiny_spec()))
     assert json.loads(attrs["versions"]) == package_versions()
+
+
+# --- the window and the version guard, in this process ----------------------------------------
+
+
+def test_window_counts_the_adaptive_maximum():
+    from distributed import Client
+
+    from kngflow.sweep.cluster import local_cluster
+    from kngflow.sweep.engine import _Window
+
+    with local_cluster(1, dashboard_address=None) as cluster, Client(cluster) as client:
+        client.wait_for_workers(1, timeout=60)
+        window = _Window(client, CostModel())
+        assert (window.threads, window.capacity, window.in_flight) == (1, 1, 4)
+        cluster.adapt(minimum=1, maximum=600)  # the run's own adaptive cluster may grow to 600
+        window.refresh(force=True)
+        assert (window.threads, window.capacity, window.in_flight) == (1, 600, 1200)
+        assert window.sizing()[0].task_seconds == pytest.approx(600 / MAX_TASK_RATE)
+        assert window.sizing()[1] == 1  # short first tasks: one per thread present
+
+
+def test_a_task_checks_its_process_versions_first():
+    from kngflow.sweep.engine import VersionMismatch, compute_block, runtime_versions
+
+    spec = parse_spec(tiny_spec(n=(20,), epsilon=(1.0,), replicates=1))
+    import tempfile
+
+    from kngflow.sweep import prepare_store
+
+    with tempfile.TemporaryDirectory() as tmp:
+        meta, _ = prepare_store(spec, Path(tmp) / "s.zarr")
+    done = np.zeros((2, 1, 1, 1), np.int8)
+    task = next(iter_tasks(meta, done))
+    args = (spec.text, list(meta.coords["mechanism"]), list(meta.coords["epsilon"]), task)
+    assert compute_block(*args, expect=runtime_versions()).cells["done"].all()
+    other = dict(runtime_versions(), numba="0.1")
+    with pytest.raises(VersionMismatch, match=r"^this process runs numba .* but the client runs numba 0\.1;"):
+        compute_block(*args, expect=other)
