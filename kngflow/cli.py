@@ -233,7 +233,7 @@ def cmd_run(args) -> int:
     from kngflow.store.lock import RunLock
     from kngflow.sweep import prepare_store, run_sweep
     from kngflow.sweep.cluster import ClusterConfigError, connect
-    from kngflow.sweep.engine import VersionMismatch, check_store, check_workers
+    from kngflow.sweep.engine import SchedulerLost, VersionMismatch, check_store, check_workers
     from kngflow.sweep.quiet import log_to_file
 
     if args.log_file:
@@ -305,7 +305,7 @@ def cmd_run(args) -> int:
                 flush_seconds=args.flush_seconds,
                 progress=not args.no_progress,
             )
-    except (ClusterConfigError, VersionMismatch) as exc:
+    except (ClusterConfigError, VersionMismatch, SchedulerLost) as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
     print(

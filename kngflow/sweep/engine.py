@@ -55,6 +55,7 @@ __all__ = [
     "store_progress",
     "SpecMismatch",
     "VersionMismatch",
+    "SchedulerLost",
     "check_workers",
     "package_versions",
     "runtime_versions",
@@ -150,6 +151,10 @@ def runtime_versions() -> dict:
 
 class VersionMismatch(RuntimeError):
     """A worker runs another version of kngflow, numpy or numba than the client."""
+
+
+class SchedulerLost(RuntimeError):
+    """The run lost its connection to the Dask scheduler (the cells written so far are kept)."""
 
 
 def version_mismatch(expected: dict, found: dict, where: str) -> str | None:
@@ -573,7 +578,13 @@ class _Window:
         if not force and now - self._at < self.every:
             return
         self._at = now
-        nthreads = self.client.nthreads()
+        try:
+            nthreads = self.client.nthreads()
+        except OSError as exc:  # CommClosedError, connection refused or timed out
+            raise SchedulerLost(
+                f"lost the Dask scheduler ({type(exc).__name__}: {exc}); the cells done so far are saved: "
+                "run the same command again, against a running scheduler, to resume"
+            ) from None
         if self.expect is not None:
             check_workers(self.client, self.expect, set(nthreads) - self.known)
         self.known = set(nthreads)
