@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--flush-seconds", type=float, default=2.0, metavar="S",
                      help="longest time finished results wait in the client before they are written (default 2)")
+    run.add_argument("--repair", action="store_true",
+                     help="repair a damaged store first: damaged chunks are cleared and their cells recomputed "
+                     "(see `kngflow verify`)")
     run.add_argument("--yes", action="store_true", help="run even when the plan exceeds the limits (24 core-hours, "
                      "100 GB of store, 8 GB per worker)")
 
@@ -96,6 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("store", metavar="PATH", help="zarr store written by kngflow run")
     status.add_argument("--max-messages", type=int, default=20, metavar="K", help="failure messages to show (default 20)")
     status.add_argument("--json", action="store_true", help="print the counts and failures as one JSON object")
+
+    verify = sub.add_parser(
+        "verify", help="read every chunk and all metadata of a store; list damaged files and their cells "
+        "(exit 1 if any)",
+    )
+    verify.add_argument("store", metavar="PATH", help="zarr store written by kngflow run")
+    verify.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     report = sub.add_parser("report", help="tables and figures of a store (kngflow.analysis.report)")
     report.add_argument("store", metavar="STORE", help="zarr store written by kngflow run")
@@ -190,6 +200,31 @@ def _target_problem(args) -> str | None:
     return None
 
 
+def _damage_problem(store, *, repair: bool = False) -> str | None:
+    """One line if the existing store at ``store`` is damaged (None if sound or absent).
+
+    With ``repair``, damaged chunks are cleared (their cells will be recomputed)
+    and only damage that cannot be repaired is reported.
+    """
+    from kngflow.store.verify import repair_store, verify_store
+
+    if not Path(store).exists():
+        return None
+    damage = verify_store(store)
+    if not damage:
+        return None
+    meta = [d for d in damage if d.variable is None]
+    if repair and meta:
+        return (f"cannot repair {store}: {meta[0].line()}; restore that file from a copy, or delete the store "
+                "and run again")
+    if repair:
+        cells = repair_store(store, damage)
+        print(f"repaired {store}: {len(damage)} damaged chunks cleared, {cells} cells to recompute", flush=True)
+        return None
+    return (f"store {store} is damaged ({damage[0].line()}{f' and {len(damage) - 1} more' if len(damage) > 1 else ''}); "
+            f"run `kngflow verify {store}`, then `kngflow run SPEC --store {store} --repair`")
+
+
 def _dashboard_link(client) -> str | None:
     """The dashboard address, or None when the scheduler serves none."""
     try:
@@ -244,6 +279,10 @@ def cmd_run(args) -> int:
         with contextlib.ExitStack() as stack:
             try:
                 stack.enter_context(RunLock(args.store))
+                damage = _damage_problem(args.store, repair=args.repair)
+                if damage:
+                    _err(damage)
+                    return EXIT_BAD_INPUT
                 check_store(spec, args.store)  # refuse a foreign store now; create or extend it once connected
                 cost, est = _estimate(spec, args.store, args.task_seconds)
             except StoreError as exc:
@@ -305,7 +344,7 @@ def cmd_run(args) -> int:
                 flush_seconds=args.flush_seconds,
                 progress=not args.no_progress,
             )
-    except (ClusterConfigError, VersionMismatch, SchedulerLost) as exc:
+    except (ClusterConfigError, VersionMismatch, SchedulerLost, StoreError) as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
     print(
@@ -450,6 +489,10 @@ def cmd_status(args) -> int:
     from kngflow.store import StoreError
 
     try:
+        damage = _damage_problem(args.store)
+        if damage:
+            _err(damage)
+            return EXIT_BAD_INPUT
         data = status_data(args.store, args.max_messages)
     except StoreError as exc:
         _err(str(exc))
@@ -467,6 +510,10 @@ def cmd_report(args) -> int:
         return EXIT_BAD_INPUT
     try:
         read_meta(args.store)
+        damage = _damage_problem(args.store)
+        if damage:
+            _err(damage)
+            return EXIT_BAD_INPUT
     except StoreError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
@@ -476,6 +523,28 @@ def cmd_report(args) -> int:
     if out is not None:
         print(out)
     return EXIT_OK
+
+
+def cmd_verify(args) -> int:
+    from kngflow.store import StoreError
+    from kngflow.store.verify import verify_store
+
+    if not (Path(args.store) / "zarr.json").exists() and not Path(args.store).is_dir():
+        _err(f"{args.store} is not a zarr store (no such directory)")
+        return EXIT_BAD_INPUT
+    try:
+        damage = verify_store(args.store, progress=not args.no_progress and sys.stderr.isatty())
+    except StoreError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    if not damage:
+        print(f"store {args.store} is sound")
+        return EXIT_OK
+    print(f"store {args.store}: {len(damage)} damaged files")
+    for d in damage:
+        print(f"  {d.line()}")
+    print(f"repair: kngflow run SPEC --store {args.store} --repair")
+    return EXIT_FAILED
 
 
 def cmd_audit(args) -> int:
@@ -488,7 +557,8 @@ def main(argv=None) -> int:
     from kngflow.sweep.quiet import Interrupted, exit_on_signals
 
     args = build_parser().parse_args(argv)
-    handler = {"run": cmd_run, "plan": cmd_plan, "status": cmd_status, "report": cmd_report, "audit": cmd_audit}[
+    handler = {"run": cmd_run, "plan": cmd_plan, "status": cmd_status, "report": cmd_report, "audit": cmd_audit,
+               "verify": cmd_verify}[
         args.command
     ]
     hint = "; run the same command again to resume" if args.command == "run" else ""

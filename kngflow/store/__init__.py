@@ -9,6 +9,8 @@ from .writer import Block, StoreWriter, empty_cells, write_blocks
 from .zarrstore import (
     CELL_DIMS,
     VARIABLES,
+    STORE_FORMAT,
+    StoreDamaged,
     StoreError,
     StoreMeta,
     check_data_variables,
@@ -29,6 +31,8 @@ __all__ = [
     "Block",
     "CELL_DIMS",
     "VARIABLES",
+    "STORE_FORMAT",
+    "StoreDamaged",
     "StoreError",
     "StoreMeta",
     "StoreWriter",

@@ -59,9 +59,21 @@ def writable_problem(path: str | os.PathLike) -> str | None:
     for d in ([p] if p.exists() else []) + [_nearest_existing(p.parent)]:
         if not d.is_dir():
             return f"cannot be created: {d} is a file, not a directory"
-        if not os.access(d, os.W_OK | os.X_OK):
+        if not os.access(d, os.W_OK | os.X_OK) or not _can_create(d):
             return "is not writable" if d == p else f"cannot be written: directory {d} is not writable"
     return None
+
+
+def _can_create(d: Path) -> bool:
+    """Whether a file can be created in ``d`` (os.access says yes to root on read-only mounts and /proc)."""
+    probe = d / f".kngflow-probe-{os.getpid()}"
+    try:
+        fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(probe)
+    return True
 
 
 def _describe(info: dict) -> str:

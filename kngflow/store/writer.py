@@ -27,9 +27,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .zarrstore import VARIABLES, _group, _quiet, write_failures
+from .zarrstore import VARIABLES, StoreError, _group, _quiet, write_failures
 
-__all__ = ["Block", "write_blocks", "StoreWriter"]
+__all__ = ["Block", "write_blocks", "StoreWriter", "StoreWriteError"]
+
+
+class StoreWriteError(StoreError):
+    """The writer could not write (disk full, file too large, read-only): the run must stop."""
 
 #: Failure messages kept per flush (the ``failed`` flags are kept for every cell).
 MAX_MESSAGES_PER_FLUSH = 1000
@@ -190,6 +194,12 @@ class StoreWriter:
             if buffer and (closing or cells >= self.max_cells or time.monotonic() - last >= self.interval):
                 try:
                     write_blocks(self.path, buffer)
+                except OSError as exc:
+                    self._error = StoreWriteError(
+                        f"cannot write the store {self.path}: {exc.strerror or exc}; the cells written before are "
+                        "kept: free space (or fix the file system) and run the same command again to resume"
+                    )
+                    return
                 except BaseException as exc:  # noqa: BLE001 - handed to the caller
                     self._error = exc
                     return

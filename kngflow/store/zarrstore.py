@@ -38,7 +38,10 @@ __all__ = [
     "CELL_DIMS",
     "VARIABLES",
     "StoreError",
+    "StoreDamaged",
     "StoreMeta",
+    "STORE_FORMAT",
+    "damaged",
     "create_store",
     "check_data_variables",
     "data_variable_names",
@@ -70,6 +73,10 @@ VARIABLES: dict[str, tuple[tuple[str, ...], str, float | int]] = {
     "failed": (CELL_DIMS, "int8", 0),
 }
 RESULT_VARIABLES = tuple(k for k in VARIABLES if k != "done")
+#: Format of the stores this version writes (root attribute ``kngflow_store_format``);
+#: a store without the attribute is format 1.  Newer formats are refused.
+STORE_FORMAT = 1
+DAMAGED_HINT = "run `kngflow verify {path}`, then `kngflow run SPEC --store {path} --repair`"
 COORD_DTYPES = {"mechanism": object, "n": np.int64, "epsilon": np.float64, "replicate": np.int64, "coef": np.int64}
 
 
@@ -101,9 +108,26 @@ def _quiet():
         yield
 
 
+def _compressors() -> tuple:
+    """Zstandard, then a CRC32C checksum, so a damaged chunk reads as damage."""
+    return (zarr.codecs.ZstdCodec(level=0), zarr.codecs.Crc32cCodec())
+
+
+class StoreDamaged(StoreError):
+    """Metadata or chunks of the store cannot be read back; the message names the file."""
+
+
+def damaged(path, what: str) -> StoreDamaged:
+    """A :class:`StoreDamaged` naming ``what`` is damaged and the commands that find and repair it."""
+    return StoreDamaged(f"store {path} is damaged ({what}); " + DAMAGED_HINT.format(path=path))
+
+
 def _group(path, mode="r"):
-    with _quiet():
-        return zarr.open_group(str(path), mode=mode, use_consolidated=False)
+    try:
+        with _quiet():
+            return zarr.open_group(str(path), mode=mode, use_consolidated=False)
+    except (ValueError, KeyError, TypeError) as exc:  # JSONDecodeError is a ValueError
+        raise damaged(path, f"{Path(path) / 'zarr.json'} cannot be read: {str(exc).splitlines()[0][:120]}") from None
 
 
 def open_dataset(path) -> xr.Dataset:
@@ -159,12 +183,12 @@ def create_store(
         shape = tuple(sizes[d] for d in dims)
         ch = tuple(chunks[d] for d in dims)
         data_vars[name] = (dims, da.full(shape, fill, dtype=dtype, chunks=ch), variable_attrs.get(name, {}))
-        encoding[name] = {"fill_value": fill, "chunks": ch}
+        encoding[name] = {"fill_value": fill, "chunks": ch, "compressors": _compressors()}
     theta = np.asarray(theta_star, dtype=np.float64)
     if theta.shape != (sizes["coef"],):
         raise ValueError(f"theta_star must have shape ({sizes['coef']},), got {theta.shape}")
     data_vars["theta_star"] = (("coef",), theta)
-    ds = xr.Dataset(data_vars, coords=c, attrs=dict(attrs))
+    ds = xr.Dataset(data_vars, coords=c, attrs={**attrs, "kngflow_store_format": STORE_FORMAT})
     for dim in c:
         encoding[dim] = {"chunks": (max(1, sizes[dim]),)}
 
@@ -235,23 +259,57 @@ def read_meta(path) -> StoreMeta:
     attrs = dict(g.attrs)
     if "spec_hash" not in attrs:
         raise StoreError(f"{path} is a zarr store but not a kngflow store (no spec_hash attribute)")
+    fmt = attrs.get("kngflow_store_format", 1)
+    if not isinstance(fmt, int) or fmt > STORE_FORMAT:
+        raise StoreError(
+            f"{path} has store format {fmt!r}, newer than the format {STORE_FORMAT} this kngflow reads; "
+            "upgrade kngflow to read it"
+        )
     coords = {}
     for dim in CELL_DIMS + ("coef",):
-        arr = g[dim]
-        values = arr[...]
+        arr = _array(g, dim)
+        try:
+            values = arr[...]
+        except Exception as exc:  # noqa: BLE001 - any decode error of a chunk is damage
+            raise damaged(path, f"coordinate {dim} cannot be read: {type(exc).__name__}") from None
         coords[dim] = np.asarray(values, dtype=COORD_DTYPES[dim]) if dim != "mechanism" else np.asarray(
             [str(v) for v in values], dtype=object
         )
-    est = g["estimate"]
+    est = _array(g, "estimate")
+    for name in VARIABLES:
+        _array(g, name)
     dims = tuple(est.metadata.dimension_names)
     chunks = dict(zip(dims, est.chunks))
     return StoreMeta(path=str(path), coords=coords, chunks=chunks, attrs=attrs)
 
 
+def _array(g, name: str):
+    """The array ``name`` of group ``g``; :class:`StoreDamaged` if its metadata is missing or damaged."""
+    path = Path(str(g.store_path.store.root)) if hasattr(g.store_path.store, "root") else Path(str(g.store_path))
+    meta = path / name / "zarr.json"
+    try:
+        with _quiet():
+            arr = g[name]
+    except (ValueError, KeyError, TypeError) as exc:
+        why = "missing" if not meta.exists() else f"cannot be read: {str(exc).splitlines()[0][:120]}"
+        raise damaged(path, f"{meta} {why}") from None
+    if not isinstance(arr, zarr.Array):
+        raise damaged(path, f"{meta} is not an array")
+    return arr
+
+
 def read_flags(path) -> tuple[np.ndarray, np.ndarray]:
     """``(done, failed)`` as int8 arrays over (mechanism, n, epsilon, replicate)."""
     g = _group(path)
-    return np.asarray(g["done"][...]), np.asarray(g["failed"][...])
+    out = []
+    for name in ("done", "failed"):
+        try:
+            out.append(np.asarray(_array(g, name)[...]))
+        except StoreDamaged:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any decode error of a chunk is damage
+            raise damaged(path, f"a chunk of {name} cannot be read: {type(exc).__name__}") from None
+    return out[0], out[1]
 
 
 def read_region(path, region: dict, variables) -> dict:

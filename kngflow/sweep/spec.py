@@ -179,13 +179,20 @@ def _jsonable(obj):
     return obj
 
 
+#: Longest spec file read (its text is stored in the store's attributes and sent to workers).
+MAX_SPEC_BYTES = 1 << 20
+
+
 def load_spec(path: str | Path) -> Spec:
-    """Read and validate the TOML spec at ``path``."""
+    """Read and validate the TOML spec at ``path`` (at most :data:`MAX_SPEC_BYTES`)."""
     p = Path(path)
     try:
-        data = p.read_bytes()
+        with open(p, "rb") as f:
+            data = f.read(MAX_SPEC_BYTES + 1)
     except OSError as exc:
         raise SpecError("spec", f"cannot read {str(p)!r}: {exc.strerror or exc}") from None
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError("spec", f"{str(p)!r} is larger than {MAX_SPEC_BYTES >> 20} MB; a spec is a short TOML file")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
