@@ -91,3 +91,44 @@ def test_lock_held_by_a_live_run_gives_one_line_and_a_stale_lock_is_taken_over(s
     r = kngflow_cli("run", spec, "--store", store, *RUN)  # the lock file left by the killed holder is stale
     assert r.returncode == 0, r.stderr
     assert_same(xr.open_zarr(good).load(), xr.open_zarr(store).load())
+
+
+@pytest.mark.parametrize("fault", ["root zarr.json damaged", "root zarr.json missing", "a file", "missing"])
+def test_read_commands_answer_store_faults_with_one_line(sound, tmp_path, fault):
+    spec, good = sound
+    store = tmp_path / "s.zarr"
+    if fault == "a file":
+        store.write_text("x")
+    elif fault != "missing":
+        shutil.copytree(good, store)
+        if fault.endswith("damaged"):
+            (store / "zarr.json").write_text("{garbage")
+        else:
+            (store / "zarr.json").unlink()
+    for cmd in (("status", store), ("report", store, "--out", tmp_path / "rep"), ("plan", spec, "--store", store),
+                ("verify", store, "--no-progress")):
+        r = kngflow_cli(*cmd)
+        if cmd[0] == "plan" and fault == "missing":  # plans a new store
+            assert r.returncode == 0, r.stderr
+        elif cmd[0] == "verify" and fault.endswith("damaged"):
+            assert r.returncode == 1 and "zarr.json" in r.stdout and not r.stderr.strip(), r.stdout + r.stderr
+        else:
+            _one_line(r)
+    assert not (tmp_path / "rep").exists()
+
+
+def test_read_only_mount_is_refused(sound, tmp_path):
+    import os
+    import subprocess
+
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(mnt)],
+                                           capture_output=True).returncode:
+        pytest.skip("cannot mount a read-only tmpfs here (not root, or mount not allowed)")
+    try:
+        line = _one_line(kngflow_cli("run", sound[0], "--store", mnt / "x.zarr", *RUN))
+        assert "not writable" in line
+        assert list(mnt.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
