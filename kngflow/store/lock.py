@@ -59,9 +59,14 @@ def writable_problem(path: str | os.PathLike) -> str | None:
     for d in ([p] if p.exists() else []) + [_nearest_existing(p.parent)]:
         if not d.is_dir():
             return f"cannot be created: {d} is a file, not a directory"
-        if not os.access(d, os.W_OK | os.X_OK) or not _can_create(d):
+        if not os.access(d, os.W_OK | os.X_OK) or not (_mounted_writable(d) if d == p else _can_create(d)):
             return "is not writable" if d == p else f"cannot be written: directory {d} is not writable"
     return None
+
+
+def _mounted_writable(d: Path) -> bool:
+    """Whether the file system of ``d`` is mounted read-write (checked without writing)."""
+    return not os.statvfs(d).f_flag & os.ST_RDONLY
 
 
 def _can_create(d: Path) -> bool:
