@@ -51,7 +51,24 @@ def test_legacy_store_opens_reports_and_resumes_bit_for_bit(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     assert "resumed; 16/32 cells done, 16 to compute" in run.stdout, run.stdout
     new = xr.open_zarr(store).load()
-    assert_same(old, new, [v for v in DETERMINISTIC if v in old])
+    variables = [v for v in DETERMINISTIC if v in old]
+    # the cells that stayed done were not touched
+    assert_same(old.isel(replicate=slice(0, 2)), new.isel(replicate=slice(0, 2)), variables)
+    # the recomputed cells equal a fresh run of the same spec on this machine, bit for bit
+    fresh_store = tmp_path / "fresh.zarr"
+    fresh = kngflow_cli("run", SPEC, "--store", fresh_store, "--workers", "1", "--no-dashboard", timeout=600)
+    assert fresh.returncode == 0, fresh.stdout + fresh.stderr
+    fresh = xr.open_zarr(fresh_store).load()
+    assert_same(fresh.isel(replicate=slice(2, 4)), new.isel(replicate=slice(2, 4)), variables)
+    # and the old ones, bit for bit, where this machine's floating point reproduces the old
+    # run's (the data and the non-private fit equal): the same BLAS kernels.  On another CPU
+    # the last bits of a sum may differ, and a rejection sampler's accept/reject with them.
+    if np.array_equal(fresh["estimate"].sel(mechanism="nonprivate").values,
+                      old["estimate"].sel(mechanism="nonprivate").values):
+        assert_same(old, new, variables)
+    else:
+        np.testing.assert_allclose(new["estimate"].sel(mechanism="nonprivate").values,
+                                   old["estimate"].sel(mechanism="nonprivate").values, rtol=0, atol=1e-12)
     # the negative control: a recomputed cell that differed would be caught
     tampered = new.copy(deep=True)
     tampered["estimate"][1, 1, 0, 3, 0] = np.nextafter(tampered["estimate"][1, 1, 0, 3, 0].item(), np.inf)
