@@ -346,11 +346,11 @@ def test_tasks_follow_a_sizing_that_changes():
 
 
 def test_cluster_lines_warn_when_scheduler_or_client_saturate():
-    calm = Estimate(cells=10**8, to_compute=10**8, tasks=10**6, compute_seconds=10.0**6, max_task_seconds=1.0,
+    calm = Estimate(cells=10**7, to_compute=10**7, tasks=10**6, compute_seconds=10.0**6, max_task_seconds=1.0,
                     worker_bytes=0, number_bytes=0, store_files=0)
     lines = calm.cluster_lines(100)
     assert len(lines) == 1 and "on 100 threads" in lines[0] and "scheduler ≈ 100 tasks/s" in lines[0], lines
-    busy = calm.cluster_lines(10_000)  # 10 000 tasks/s and 10^6 cells/s for 100 s
+    busy = calm.cluster_lines(10_000)  # 10 000 tasks/s and 10^5 cells/s for 100 s
     assert len(calm.cluster_lines(10**6)) == 1  # the same for one second: no warning
     assert any("warning: the scheduler would be saturated" in x for x in busy), busy
     assert any("warning: the client would be saturated" in x for x in busy), busy

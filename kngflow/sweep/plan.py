@@ -47,11 +47,13 @@ WORKER_BASE_BYTES = 300 << 20
 #: its one core at most a fifth busy: tasks get longer as the cluster grows
 #: (:func:`scaled_cost`), never shorter than ``--task-seconds``.
 MAX_TASK_RATE = 200.0
-#: Scheduler CPU seconds per task and client CPU seconds per cell (receiving, buffering
-#: and writing results), measured by ``benchmarks/bench_scale.py`` on a 2-core machine
-#: (16 single-threaded workers in waves, 60 000 cells of 4 mechanisms x 3 epsilon).
-SCHEDULER_SECONDS_PER_TASK = 1.0e-3
-CLIENT_SECONDS_PER_CELL = 3.0e-6
+#: Scheduler CPU seconds per task (its idle cost per worker subtracted) and client CPU
+#: seconds per cell (receiving, buffering and writing results), measured by
+#: ``benchmarks/bench_scale.py`` on a 2-core machine shared by 16 single-threaded workers
+#: (360 000 cells of d = 4 in 2211 tasks: 4.55 ms and 56 us); upper bounds for a
+#: scheduler and a client that have a core of their own.
+SCHEDULER_SECONDS_PER_TASK = 4.5e-3
+CLIENT_SECONDS_PER_CELL = 56e-6
 #: Fraction of one core past which the plan warns that the scheduler or the client saturates.
 SATURATION = 0.5
 
