@@ -1,14 +1,17 @@
 """Differential-privacy mechanisms (never imports dask or zarr).
 
-``get_mechanism(problem, kind, **options)`` builds a validated mechanism whose
-``release(stats, epsilon, rng)`` returns a :class:`~kngflow.mechanisms.base.Release`.
+The contract: :class:`Mechanism` (keyword-only options, ``release(data, epsilon, rng)``
+returning a :class:`Release`), typed :class:`Diagnostic` declarations and one privacy
+claim (:mod:`kngflow.mechanisms.claims`).  ``get_mechanism(problem, kind, **options)``
+builds a validated mechanism: ``kind`` is a built-in kind of ``problem``, a name
+registered through the ``kngflow.mechanisms`` entry-point group, or a
+``"package.module:Class"`` reference (:mod:`kngflow.registry`).
 """
 
 from __future__ import annotations
 
-import inspect
-
-from .base import Release
+from .base import Diagnostic, Mechanism, Release
+from .claims import BlackBox, Composed, Density, GradientNoise, PrivacyClaim, StatisticNoise
 from . import erm, erm_linear, geomedian, linear_ss, logistic, mean, quantile, quantreg
 from .linear import KNG, Exponential, ExtendedObjectivePerturbation, NonPrivate, ObjectivePerturbation
 from .quantile import private_quantile
@@ -40,35 +43,31 @@ MECHANISMS = {
     },
 }
 
-__all__ = ["MECHANISMS", "Release", "get_mechanism", "allowed_options", "private_quantile"]
+__all__ = ["MECHANISMS", "Mechanism", "Release", "Diagnostic", "PrivacyClaim", "BlackBox", "Density",
+           "GradientNoise", "StatisticNoise", "Composed", "get_mechanism", "allowed_options", "private_quantile"]
 
 
 def allowed_options(problem: str, kind: str) -> list[str]:
     """Names of the keyword options of mechanism ``kind`` for ``problem``."""
-    cls = MECHANISMS[problem][kind]
-    names = []
-    for klass in cls.__mro__:
-        if "__init__" in klass.__dict__:
-            params = inspect.signature(klass.__init__).parameters.values()
-            names += [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name not in names]
-            if not any(p.kind is p.VAR_KEYWORD for p in params):
-                break  # options passed on with **kw continue up the hierarchy
-    return names
+    from ..registry import mechanism_class
+
+    return mechanism_class(problem, kind).option_names()
 
 
 def get_mechanism(problem: str, kind: str, **options):
     """Build mechanism ``kind`` for ``problem`` with keyword ``options``.
 
-    Raises ValueError naming ``problem``/``kind`` and the allowed values, and
-    TypeError naming an unknown option and the allowed ones.
+    Raises ValueError (:class:`kngflow.registry.PluginError`) naming ``kind`` and the
+    allowed values, and TypeError naming an unknown option and the allowed ones.
     """
-    if problem not in MECHANISMS:
-        raise ValueError(f"problem must be one of {sorted(MECHANISMS)}, got {problem!r}")
-    kinds = MECHANISMS[problem]
-    if kind not in kinds:
-        raise ValueError(f"mechanism kind must be one of {sorted(kinds)} for problem {problem!r}, got {kind!r}")
-    allowed = allowed_options(problem, kind)
+    from ..registry import is_reference, mechanism_class, problem_names
+
+    if not is_reference(problem) and problem not in problem_names():
+        raise ValueError(f"problem must be one of {problem_names()} or a 'package.module:Class' reference, "
+                         f"got {problem!r}")
+    cls = mechanism_class(problem, kind)
+    allowed = cls.option_names()
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise TypeError(f"unknown option(s) {unknown} for mechanism {kind!r}; allowed options: {allowed}")
-    return kinds[kind](**options)
+    return cls(**options)

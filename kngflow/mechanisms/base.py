@@ -1,14 +1,29 @@
-"""Shared pieces of every mechanism: the release record and parameter validation."""
+"""The mechanism contract: :class:`Mechanism`, :class:`Release`, :class:`Diagnostic`, and parameter checks.
+
+A mechanism is a class deriving from :class:`Mechanism` whose ``__init__`` takes keyword-only
+options and whose ``release(data, epsilon, rng)`` returns a :class:`Release`.  That is all a
+plug-in needs; it may also declare
+
+* ``diagnostics``: a tuple of :class:`Diagnostic` -- the store keeps one variable per
+  declared diagnostic, read from ``Release.info`` (undeclared keys are not stored);
+* :meth:`Mechanism.privacy_claim`: what an audit can check (:mod:`kngflow.mechanisms.claims`;
+  default: ε-DP, or (ε, ``delta``)-DP, checked black-box);
+* ``private = False`` for a non-private reference estimator (the report's reference line).
+"""
 
 from __future__ import annotations
 
+import inspect
 import math
 from numbers import Real
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
-__all__ = ["Release", "check_epsilon", "check_rng", "check_positive", "check_probability", "check_choice", "check_int"]
+from .claims import BlackBox, PrivacyClaim
+
+__all__ = ["Mechanism", "Release", "Diagnostic", "SAMPLER_DIAGNOSTICS", "check_mechanism_class", "check_epsilon",
+           "check_rng", "check_positive", "check_probability", "check_choice", "check_int"]
 
 
 class Release(NamedTuple):
@@ -41,6 +56,128 @@ class Release(NamedTuple):
     def diagnostics(self) -> dict:
         """Every other output: the non-private ``info`` fields (a copy)."""
         return dict(self.info)
+
+
+class Diagnostic(NamedTuple):
+    """A non-private per-release diagnostic a mechanism declares (one store variable).
+
+    ``name``: the key in ``Release.info`` and the store variable's name (an identifier);
+    ``long_name``: its description; ``dtype``: ``"float64"`` (fill NaN) or an integer
+    dtype for a coded value (fill -1); ``codes``: for a coded value, the names a release
+    may give and the integers stored (``info[name]`` is one of the names); ``default``:
+    the value stored when a release's ``info`` lacks the key (None: the fill).
+    """
+
+    name: str
+    long_name: str
+    dtype: str = "float64"
+    codes: tuple = ()
+    default: object = None
+
+    @property
+    def fill(self):
+        return np.nan if self.dtype.startswith("float") else -1
+
+    def value(self, info: dict):
+        """The stored value of this diagnostic for a release's ``info``."""
+        v = info.get(self.name, self.default)
+        if v is None:
+            return self.fill
+        if self.codes:
+            table = dict(self.codes)
+            if v not in table:
+                raise ValueError(f"diagnostic {self.name!r} must be one of {list(table)}, got {v!r}")
+            return table[v]
+        return float(v)
+
+    def attrs(self) -> dict:
+        """Store attributes of the variable (CF flags for a coded value)."""
+        out = {"long_name": self.long_name}
+        if self.codes:
+            items = sorted(self.codes, key=lambda kv: kv[1])
+            out = {"flag_values": [-1] + [int(v) for _, v in items],
+                   "flag_meanings": " ".join(["not_computed"] + [k for k, _ in items]), **out}
+        return out
+
+
+def _sampler_diagnostics() -> tuple:
+    from ..samplers import SAMPLER_CODES
+
+    return (
+        Diagnostic("acceptance", "sampler acceptance rate"),
+        Diagnostic("steps", "sampler steps"),
+        Diagnostic("sampler", "sampler that produced the release (kngflow.samplers.SAMPLER_CODES)", "int8",
+                   tuple(SAMPLER_CODES.items()), "none"),
+    )
+
+
+#: The diagnostics of kngflow's built-in mechanisms: acceptance rate, steps and sampler code.
+SAMPLER_DIAGNOSTICS = _sampler_diagnostics()
+
+
+class Mechanism:
+    """Base class of every mechanism, built in or plug-in.
+
+    Subclasses take their options as keyword-only arguments of ``__init__`` (validated
+    there, once) and implement :meth:`release`.  Class attributes: ``kind`` (the name it is
+    registered under, informational), ``diagnostics`` (tuple of :class:`Diagnostic`),
+    ``private`` (False for a non-private reference estimator), ``delta`` (δ of an
+    (ε, δ) mechanism; 0: pure ε-DP).
+    """
+
+    kind: ClassVar[str] = ""
+    diagnostics: ClassVar[tuple] = ()
+    private: ClassVar[bool] = True
+    delta: float = 0.0
+
+    def release(self, data, epsilon: float, rng: np.random.Generator) -> Release:
+        """Release a private estimate of shape ``(d,)`` from ``data`` at ``epsilon``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement release(data, epsilon, rng)")
+
+    def privacy_claim(self) -> PrivacyClaim:
+        """What the mechanism promises and how it can be audited (default: black-box only)."""
+        return BlackBox(delta=float(self.delta))
+
+    @classmethod
+    def option_names(cls) -> list[str]:
+        """Names of the keyword-only options of ``__init__`` (following ``**kw`` up the hierarchy)."""
+        names = []
+        for klass in cls.__mro__:
+            if klass is object:
+                break
+            if "__init__" in klass.__dict__:
+                params = inspect.signature(klass.__init__).parameters.values()
+                names += [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name not in names]
+                if not any(p.kind is p.VAR_KEYWORD for p in params):
+                    break  # options passed on with **kw continue up the hierarchy
+        return names
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+def check_mechanism_class(cls, name: str | None = None) -> type:
+    """``cls`` if it is a usable mechanism class; TypeError naming it and what is wrong.
+
+    A mechanism derives from :class:`Mechanism`, implements ``release`` and takes only
+    keyword-only options (``def __init__(self, *, scale=1.0)``).
+    """
+    if name is None:
+        name = f"{cls.__module__}:{cls.__qualname__}" if isinstance(cls, type) else repr(cls)
+    if not (isinstance(cls, type) and issubclass(cls, Mechanism)):
+        raise TypeError(f"mechanism {name} must be a class deriving from kngflow.mechanisms.Mechanism")
+    if cls.release is Mechanism.release:
+        raise TypeError(f"mechanism {name} must implement release(self, data, epsilon, rng)")
+    params = [] if cls.__init__ is object.__init__ else list(inspect.signature(cls.__init__).parameters.values())[1:]
+    bad = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    if bad:
+        raise TypeError(f"mechanism {name}: options must be keyword-only (def __init__(self, *, ...)); "
+                        f"__init__ takes {bad} positionally")
+    for diag in cls.diagnostics:
+        if not isinstance(diag, Diagnostic) or not diag.name.isidentifier():
+            raise TypeError(f"mechanism {name}: diagnostics must be kngflow.mechanisms.Diagnostic with "
+                            f"identifier names, got {diag!r}")
+    return cls
 
 
 def _is_real(x) -> bool:

@@ -49,7 +49,8 @@ from scipy.special import expit
 from ..noise import knorm
 from ..norms import get_norm
 from ..problems.logistic import perturbed_minimiser
-from .base import Release, check_choice, check_epsilon, check_int, check_positive, check_probability, check_rng
+from .base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_positive, check_probability, check_rng
+from .claims import Composed, Density, StatisticNoise
 from .logistic import check_logistic_data, perturbed_log_density
 
 __all__ = [
@@ -98,13 +99,15 @@ def _release(theta, steps, sampler="exact") -> Release:
     return Release(np.asarray(theta, dtype=np.float64), {"sampler": sampler, "acceptance": 1.0, "steps": int(steps)})
 
 
-class _ERM:
+class _ERM(Mechanism):
     """Shared options (``reg``), data validation and the loss hooks.
 
     The hooks below are the logistic loss's; :mod:`kngflow.mechanisms.erm_linear` overrides
     them for the squared loss on sufficient statistics (output perturbation and noisy
     gradient descent use only these).
     """
+
+    diagnostics = SAMPLER_DIAGNOSTICS
 
     def __init__(self, reg):
         self.reg = check_positive("reg", reg)
@@ -192,6 +195,10 @@ class OutputPerturbation(_ERM):
         return self.sensitivity(n, d) / epsilon
 
     # ---------------------------------------------------------------- audit seam
+    def privacy_claim(self) -> StatisticNoise:
+        """Noise on the computed minimiser :meth:`statistic` (:meth:`statistic_noise`)."""
+        return StatisticNoise(statistic=self.statistic, noise=self.statistic_noise)
+
     def statistic(self, data) -> np.ndarray:
         """The released statistic before noise: the computed minimiser."""
         return self.minimiser(self.check_data(data))[0]
@@ -277,6 +284,10 @@ class ObjectivePerturbationChaudhuri(_ERM):
     #: ``log_density`` is exact up to the noise's normaliser (which depends only on the
     #: public n): exact audits compare it pointwise
     density_normalised = True
+
+    def privacy_claim(self) -> Density:
+        """The release's exact log density (up to a data-independent constant) on :meth:`parameter_box`."""
+        return Density(log_density=self.log_density, parameter_box=self.parameter_box, normalised=True)
 
     def log_density(self, data, epsilon, theta):
         """Log density of the release at ``theta``: the release minimises ``n J + n m Delta/2
@@ -557,6 +568,16 @@ class NoisyGD(_ERM):
                              "theta_t - eta (grad J + Z) before the projection onto C, an affine bijection of "
                              "grad J + Z, and the projection is post-processing")
 
+    def privacy_claim(self) -> StatisticNoise:
+        """Noisy steps at public iterates (:meth:`statistic`, :meth:`statistic_noise`,
+        :meth:`statistic_steps`), with the accountant's ε when the noise is Gaussian (δ > 0)."""
+        parts = dict(statistic=self.statistic, noise=self.statistic_noise, steps=self.statistic_steps,
+                     iterates=self.audit_iterates, additive=self.statistic_additive,
+                     description=self.statistic_description, delta=float(self.delta))
+        if self.delta > 0:
+            return Composed(accountant_epsilon=self.accountant_epsilon, **parts)
+        return StatisticNoise(**parts)
+
     def audit_iterates(self, d: int) -> np.ndarray:
         """``theta_0 = 0`` and points of the boundary of ``C`` (:func:`audit_iterates`)."""
         return audit_iterates(d, self.radius)
@@ -719,6 +740,16 @@ class DPSGD(_ERM):
     statistic_description = ("the sum S of clipped per-example gradients at the step's public iterate (q = 1: "
                              "every record); the step releases theta - lr ((S + N(0, (zC)^2 I)) / (q n) + reg theta), "
                              "an affine bijection of S + noise")
+
+    def privacy_claim(self) -> StatisticNoise:
+        """Noisy steps at public iterates (:meth:`statistic`, :meth:`statistic_noise`,
+        :meth:`statistic_steps`), with the accountant's ε when the noise is Gaussian (δ > 0)."""
+        parts = dict(statistic=self.statistic, noise=self.statistic_noise, steps=self.statistic_steps,
+                     iterates=self.audit_iterates, additive=self.statistic_additive,
+                     description=self.statistic_description, delta=float(self.delta))
+        if self.delta > 0:
+            return Composed(accountant_epsilon=self.accountant_epsilon, **parts)
+        return StatisticNoise(**parts)
 
     def audit_iterates(self, d: int) -> np.ndarray:
         """``theta_0 = 0`` and points of radius :data:`DPSGD_AUDIT_RADIUS` (:func:`audit_iterates`)."""

@@ -51,7 +51,8 @@ from ..samplers.generic import (
     metropolis_chains,
     precond_metropolis_chains,
 )
-from .base import Release, check_choice, check_epsilon, check_int, check_positive, check_rng
+from .base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_positive, check_rng
+from .claims import Density
 
 __all__ = ["NonPrivateBase", "Sampled", "GenericKNG", "GenericExponential", "NORMS", "SAMPLERS"]
 
@@ -60,10 +61,12 @@ SAMPLERS = ("auto", "exact", "gibbs", "metropolis")
 BASES = ("uniform", "gaussian")
 
 
-class NonPrivateBase:
+class NonPrivateBase(Mechanism):
     """Non-private baseline: ``estimate(data)`` of a subclass, validated like the mechanisms."""
 
     kind = "nonprivate"
+    private = False
+    diagnostics = SAMPLER_DIAGNOSTICS
 
     def check_data(self, data):
         raise NotImplementedError
@@ -81,7 +84,7 @@ class NonPrivateBase:
         return f"{type(self).__name__}()"
 
 
-class Sampled:
+class Sampled(Mechanism):
     """Options, sampler policy, release, Metropolis draws and ``log_density`` for sampled mechanisms.
 
     Keyword-only options
@@ -93,6 +96,7 @@ class Sampled:
     """
 
     kind = ""
+    diagnostics = SAMPLER_DIAGNOSTICS
     #: samplers this mechanism has, best first (subclasses restrict or extend)
     samplers: tuple = ("metropolis",)
     #: Metropolis along preconditioned directions (see :meth:`draw_preconditioned`)
@@ -219,6 +223,11 @@ class Sampled:
 
     def draw_gibbs(self, data, epsilon, rng, size, sweeps=None):
         raise ValueError(f"sampler 'gibbs' is not available for {self!r}")
+
+    def privacy_claim(self) -> Density:
+        """The law of the release: :meth:`log_density`, on the mechanism's ``parameter_box(d)``
+        where it defines one, else on the problem's."""
+        return Density(log_density=self.log_density, parameter_box=getattr(self, "parameter_box", None))
 
     def log_density(self, data, epsilon, theta):
         """Unnormalised log density at ``theta`` (..., d), scaled units; -inf outside the support.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..problems.geomedian import GeoMedianData, geomedian_gradient, gradient_sensitivity, weiszfeld
-from .base import Release, check_epsilon, check_rng
+from .base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_epsilon, check_rng
 from .generic import GenericKNG
 
 __all__ = ["NonPrivate", "KNG", "check_geomedian_data"]
@@ -30,10 +30,12 @@ def check_geomedian_data(data) -> GeoMedianData:
     return data
 
 
-class NonPrivate:
+class NonPrivate(Mechanism):
     """The sample geometric median (Weiszfeld with the Vardi–Zhang step): the non-private baseline."""
 
     kind = "nonprivate"
+    private = False
+    diagnostics = SAMPLER_DIAGNOSTICS
 
     def release(self, data, epsilon, rng) -> Release:
         data = check_geomedian_data(data)

@@ -29,7 +29,8 @@ from ..samplers.linear import (
     kng_exact,
     metropolis_chains,
 )
-from .base import Release, check_choice, check_epsilon, check_int, check_positive, check_probability, check_rng
+from .base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_positive, check_probability, check_rng
+from .claims import Density, GradientNoise
 
 __all__ = ["NonPrivate", "KNG", "Exponential", "ObjectivePerturbation", "ExtendedObjectivePerturbation"]
 
@@ -53,10 +54,11 @@ def check_stats(stats) -> LinearStats:
     return stats
 
 
-class _Linear:
+class _Linear(Mechanism):
     """Base: keyword-only options validated once; ``release`` validates its inputs."""
 
     kind = ""
+    diagnostics = SAMPLER_DIAGNOSTICS
 
     def release(self, stats: LinearStats, epsilon: float, rng: np.random.Generator) -> Release:
         """Release a private estimate of the regression coefficients (original units)."""
@@ -79,6 +81,7 @@ class NonPrivate(_Linear):
     non-private baseline.  Not differentially private: a privacy audit flags it."""
 
     kind = "nonprivate"
+    private = False
 
     def _release(self, stats, epsilon, rng):
         return ols(stats), {"sampler": "none", "acceptance": np.nan, "steps": 0}
@@ -145,6 +148,10 @@ class _Sampled(_Linear):
                 theta, acc = self.draw_metropolis(stats, epsilon, rng, 1)
                 return theta[0], {"sampler": "metropolis", "acceptance": float(acc[0]), "steps": self.steps}
         raise AssertionError("unreachable")
+
+    def privacy_claim(self) -> Density:
+        """The law of the release: :meth:`log_density` on :meth:`parameter_box`."""
+        return Density(log_density=self.log_density, parameter_box=self.parameter_box)
 
     def parameter_box(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """Bounds ``(lo, hi)`` of a box holding ``Theta`` (for exact audits on a grid)."""
@@ -303,6 +310,10 @@ class ExtendedObjectivePerturbation(_Linear):
 
     def sensitivity(self, d: int) -> float:
         return gradient_sensitivity(self.norm, d, self.bound)
+
+    def privacy_claim(self) -> GradientNoise:
+        """K-norm noise on the gradient (:meth:`noise_law`) and the Jacobian's share (:meth:`log_jacobian`)."""
+        return GradientNoise(noise_law=self.noise_law, log_jacobian=self.log_jacobian, bound=self.bound)
 
     def noise_law(self, d: int, epsilon: float) -> tuple[str, float, float]:
         """``(norm, scale, share)`` of the K-norm noise added to the gradient.

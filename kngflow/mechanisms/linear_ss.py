@@ -84,6 +84,7 @@ from ..noise import DEFAULT_MAX_TRIES, knorm
 from ..norms import ConvexBodyNorm, get_norm
 from ..problems.linear import LinearStats
 from .base import check_choice, check_epsilon, check_int, check_positive
+from .claims import StatisticNoise
 from .linear import _Linear
 
 __all__ = [
@@ -314,6 +315,11 @@ class SufficientStatistics(_Linear):
 
     def options(self) -> dict:
         return {"norm": self.norm, "estimator": self.estimator, "ridge": self.ridge, "max_tries": self.max_tries}
+
+    def privacy_claim(self) -> StatisticNoise:
+        """K-norm noise on the scaled sufficient statistics, audited on records whose intercept is 1."""
+        return StatisticNoise(statistic=self.statistic, noise=self.statistic_noise,
+                              restrict_records=self.restrict_audit_records)
 
     @staticmethod
     def restrict_audit_records(boundary: np.ndarray, fill: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -23,7 +23,8 @@ from ..problems.logistic import (
     logistic_mle,
     perturbed_minimiser,
 )
-from .base import Release, check_choice, check_epsilon, check_int, check_positive, check_probability, check_rng
+from .base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_positive, check_probability, check_rng
+from .claims import Density
 from .generic import NORMS, GenericKNG, NonPrivateBase
 
 __all__ = ["NonPrivate", "KNG", "ExtendedObjectivePerturbation", "ObjectivePerturbation", "check_logistic_data",
@@ -141,7 +142,7 @@ def perturbed_log_density(data, theta, gamma: float, scale: float, norm: str) ->
     return out.reshape(theta.shape[:-1])
 
 
-class ExtendedObjectivePerturbation:
+class ExtendedObjectivePerturbation(Mechanism):
     """Extended objective perturbation (Awan & Slavković, Algorithm 2) for logistic regression.
 
     Draw ``V`` with density ∝ ``exp(-(eps q / Delta_K) ||V||_K)`` and release
@@ -176,6 +177,7 @@ class ExtendedObjectivePerturbation:
     """
 
     kind = "objective_ext"
+    diagnostics = SAMPLER_DIAGNOSTICS
 
     def __init__(self, *, norm="linf", q=0.5, tol=1e-10, max_iter=100):
         self.norm = check_choice("norm", norm, NORMS)
@@ -221,6 +223,10 @@ class ExtendedObjectivePerturbation:
     #: ``log_density`` is the log density of the release up to a data-independent constant
     #: (the K-norm normaliser): exact audits compare it pointwise, no grid normalisation.
     density_normalised = True
+
+    def privacy_claim(self) -> Density:
+        """The release's exact log density (up to a data-independent constant) on :meth:`parameter_box`."""
+        return Density(log_density=self.log_density, parameter_box=self.parameter_box, normalised=True)
 
     def log_density(self, data, epsilon, theta):
         """Log density of the release at ``theta`` (..., d) up to the K-norm normaliser

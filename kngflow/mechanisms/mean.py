@@ -18,7 +18,8 @@ from .._jit import jit
 from ..noise import knorm
 from ..problems.mean import NORMS, MeanData, row_norms, gradient_sensitivity, loss_sensitivity
 from ..samplers.truncnorm import truncnorm
-from .base import Release, check_choice, check_epsilon, check_int, check_rng
+from .base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_rng
+from .claims import Density
 
 __all__ = ["NonPrivate", "KNG", "Exponential", "check_mean_data"]
 
@@ -39,10 +40,12 @@ def check_mean_data(data) -> MeanData:
     return data
 
 
-class NonPrivate:
+class NonPrivate(Mechanism):
     """The sample mean: the non-private baseline."""
 
     kind = "nonprivate"
+    private = False
+    diagnostics = SAMPLER_DIAGNOSTICS
 
     def release(self, data, epsilon, rng) -> Release:
         data = check_mean_data(data)
@@ -54,7 +57,7 @@ class NonPrivate:
         return "NonPrivate()"
 
 
-class KNG:
+class KNG(Mechanism):
     """KNG for the mean = the K-norm mechanism (Hardt–Talwar), exact.
 
     Density ``f(theta) ∝ exp(-a ||xbar - theta||_K)`` on ``R^d`` with
@@ -67,6 +70,7 @@ class KNG:
     """
 
     kind = "kng"
+    diagnostics = SAMPLER_DIAGNOSTICS
 
     def __init__(self, *, norm="linf", location_family=True):
         self.norm = check_choice("norm", norm, NORMS)
@@ -88,6 +92,10 @@ class KNG:
         a = self.rate(data, epsilon)
         w = knorm(check_rng(rng), self.norm, data.d, 1.0 / a)
         return Release(data.xbar + w, {"sampler": "exact", "acceptance": 1.0, "steps": 1})
+
+    def privacy_claim(self) -> Density:
+        """The K-norm density :meth:`log_density` on ``R^d`` (no box: audited in closed form and black-box)."""
+        return Density(log_density=self.log_density, parameter_box=self.parameter_box)
 
     def parameter_box(self, d: int) -> None:
         """None: ``Theta = R^d`` has no box, so there is no grid audit.  The privacy loss is
@@ -130,7 +138,7 @@ def _exp_draw(rng, xbar, s, r, code, sweeps, out):
                 out[j] = 0.0
 
 
-class Exponential:
+class Exponential(Mechanism):
     """Exponential mechanism on the sum of squares over ``Theta`` = the data ball.
 
     Density ``f(theta) ∝ exp(-eps n ||theta - xbar||_2^2 / (2 Delta))`` on
@@ -143,6 +151,7 @@ class Exponential:
     """
 
     kind = "exponential"
+    diagnostics = SAMPLER_DIAGNOSTICS
 
     def __init__(self, *, gibbs_sweeps=50):
         self.gibbs_sweeps = check_int("gibbs_sweeps", gibbs_sweeps, 1)
@@ -163,6 +172,10 @@ class Exponential:
         if code == 2:
             return Release(out, {"sampler": "exact", "acceptance": 1.0, "steps": 1})
         return Release(out, {"sampler": "gibbs", "acceptance": 1.0, "steps": self.gibbs_sweeps})
+
+    def privacy_claim(self) -> Density:
+        """The law of the release: :meth:`log_density` on the problem's box."""
+        return Density(log_density=self.log_density)
 
     def log_density(self, data, epsilon, theta):
         """Unnormalised log density at ``theta`` (..., d); ``-inf`` outside the ball."""

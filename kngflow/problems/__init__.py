@@ -1,10 +1,16 @@
 """Statistical problems: data protocols, sufficient statistics, losses, sensitivities.
 
-``get_problem(name, **options)`` builds a validated problem object (see
-``docs/contracts.md`` for the interface the sweep engine relies on).
+The contract is :class:`Problem` (:mod:`kngflow.problems.base`).  ``get_problem(name,
+**options)`` builds a validated problem: ``name`` is a built-in problem, a name registered
+through the ``kngflow.problems`` entry-point group, or a ``"package.module:Class"``
+reference (:mod:`kngflow.registry`).
 """
 
 from __future__ import annotations
+
+import inspect
+
+from .base import Problem
 
 from .geomedian import GeoMedianProblem
 from .linear import LinearProblem
@@ -24,6 +30,7 @@ PROBLEMS = {
 
 __all__ = [
     "PROBLEMS",
+    "Problem",
     "get_problem",
     "GeoMedianProblem",
     "LinearProblem",
@@ -40,11 +47,20 @@ def get_problem(name: str, **options):
     Raises ValueError naming ``problem`` and the allowed names for an unknown
     problem, and TypeError naming the option for an unknown option.
     """
-    if name not in PROBLEMS:
-        raise ValueError(f"problem must be one of {sorted(PROBLEMS)}, got {name!r}")
-    cls = PROBLEMS[name]
+    from ..registry import problem_class
+
+    cls = problem_class(name)
     try:
         return cls(**options)
     except TypeError as exc:
-        allowed = [f for f in cls.__dataclass_fields__ if cls.__dataclass_fields__[f].init]
+        allowed = problem_options(cls)
         raise TypeError(f"unknown option for problem {name!r}: {exc}; allowed options: {allowed}") from None
+
+
+def problem_options(cls) -> list[str]:
+    """Names of the options (keyword arguments of the constructor) of problem class ``cls``."""
+    fields = getattr(cls, "__dataclass_fields__", None)
+    if fields is not None:
+        return [f for f, spec in fields.items() if spec.init]
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    return [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]

@@ -1,19 +1,39 @@
-"""Shared pieces of simulated problems: the defaults of the problem interface.
+"""The problem contract: :class:`Problem`, the base class of every problem, built in or plug-in.
 
-A problem (``docs/contracts.md``) that derives from :class:`SimulatedProblem` only has to
-provide ``name``, ``d``, ``theta_star``, ``simulate`` and its audit hooks; this class
-supplies ``check_n`` (n >= 1), the ℓ2 ``error``, no ``caveats`` and no per-data-set
-store variables.
+A problem has ``d`` (the number of coefficients), ``theta_star`` (the reference the
+error is measured against) and ``simulate(n, rng)`` (one data set of size ``n`` from an
+explicit generator).  Everything else has a default here and may be declared:
+
+* ``check_n(n)``: which sample sizes are allowed (default n >= 1);
+* ``error(estimate)``: the study's metric (default ``||estimate - theta_star||_2``);
+* ``caveats`` and ``reference`` (what ``theta_star`` is, for labels);
+* ``data_variables`` / ``data_summary(data)``: per-data-set store variables
+  (``name -> (dims, dtype, fill[, attrs])``, dims ``("n", "replicate"[, "coef"])``);
+* ``reference_stderr``: the name of the data variable holding the non-private
+  reference's standard errors (coverage in the report), or None;
+* ``data_bytes(n)``: worker memory of one data set (the planner's estimate);
+* ``audit_records()`` / ``audit_data(records)`` / ``parameter_box()``: the declared
+  record domain that privacy audits draw adjacent data sets from; ``audit_defaults``:
+  the options ``kngflow audit`` builds the problem with unless told otherwise;
+* ``report_sections(ds)``: Markdown blocks the problem adds to ``kngflow report``.
+
+Options are keyword arguments of the constructor (the ``[problem]`` table of a spec).
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from numbers import Real
+from typing import ClassVar
 
 import numpy as np
 
-__all__ = ["SimulatedProblem", "check_dimension", "check_vector", "check_finite_positive"]
+__all__ = ["Problem", "SimulatedProblem", "check_problem_class", "check_dimension", "check_vector",
+           "check_finite_positive", "DEFAULT_BLOCK_ROWS"]
+
+#: rows per streamed block of the built-in simulations; the default worker memory of a data set
+DEFAULT_BLOCK_ROWS = 1 << 16
 
 
 def check_dimension(d) -> int:
@@ -40,8 +60,51 @@ def check_vector(name: str, value, d: int) -> tuple:
     return tuple(float(t) for t in value)
 
 
-class SimulatedProblem:
-    """Defaults of the problem interface (see the module docstring)."""
+class Problem:
+    """Base class of every problem (see the module docstring for the contract).
+
+    Subclasses provide ``d``, ``theta_star`` and ``simulate(n, rng)``; ``name`` defaults
+    to the class's ``package.module:Class`` reference.
+    """
+
+    reference_stderr: ClassVar[str | None] = None
+    #: options ``kngflow audit`` gives the problem unless the user sets them (small, public-bound data sets)
+    audit_defaults: ClassVar[dict] = {}
+
+    @property
+    def name(self) -> str:
+        cls = type(self)
+        return f"{cls.__module__}:{cls.__qualname__}"
+
+    def simulate(self, n: int, rng: np.random.Generator):
+        """One data set of size ``n`` drawn with ``rng``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement simulate(n, rng)")
+
+    @classmethod
+    def audit_options(cls, given: dict) -> dict:
+        """Options to build the problem with for ``kngflow audit``: ``audit_defaults`` under ``given``."""
+        return {**cls.audit_defaults, **given}
+
+    def data_bytes(self, n: int) -> int:
+        """Worker memory of one simulated data set of size ``n`` (default: four streamed
+        blocks of :data:`DEFAULT_BLOCK_ROWS` rows of ``d + 1`` float64)."""
+        return 4 * DEFAULT_BLOCK_ROWS * (int(self.d) + 1) * 8
+
+    def report_sections(self, ds) -> list[str]:
+        """Markdown blocks this problem adds to the report of store ``ds`` (default none)."""
+        return []
+
+    def parameter_box(self):
+        """``(lo, hi)`` of a box holding ``Theta`` for the audits, or None (default: none)."""
+        return None
+
+    def audit_records(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(boundary, fill)`` rows of the declared record domain, for the privacy audits."""
+        raise NotImplementedError(f"problem {self.name!r} declares no audit record domain (audit_records)")
+
+    def audit_data(self, records: np.ndarray):
+        """The data set made of ``records`` (rows of :meth:`audit_records`)."""
+        raise NotImplementedError(f"problem {self.name!r} declares no audit record domain (audit_data)")
 
     @property
     def caveats(self) -> str:
@@ -70,3 +133,22 @@ class SimulatedProblem:
 
     def data_summary(self, data) -> dict:
         return {}
+
+
+#: The earlier name of :class:`Problem`.
+SimulatedProblem = Problem
+
+
+def check_problem_class(cls, name: str | None = None) -> type:
+    """``cls`` if it is a usable problem class; TypeError naming it and what is wrong."""
+    if name is None:
+        name = f"{cls.__module__}:{cls.__qualname__}" if isinstance(cls, type) else repr(cls)
+    if not (isinstance(cls, type) and issubclass(cls, Problem)):
+        raise TypeError(f"problem {name} must be a class deriving from kngflow.problems.Problem")
+    if cls.simulate is Problem.simulate:
+        raise TypeError(f"problem {name} must implement simulate(self, n, rng)")
+    params = [] if cls.__init__ is object.__init__ else list(inspect.signature(cls.__init__).parameters.values())[1:]
+    bad = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL)]
+    if bad:
+        raise TypeError(f"problem {name}: options must be keyword arguments, got positional-only {bad}")
+    return cls

@@ -166,6 +166,7 @@ class GeoMedianProblem(SimulatedProblem):
     theta: tuple | None = None
     sigma: float = 1.0
     name: str = field(default="geomedian", init=False)
+    audit_defaults = {"d": 2}
 
     def __post_init__(self):
         object.__setattr__(self, "d", check_dimension(self.d))

@@ -44,6 +44,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._jit import jit
+from .base import Problem
 
 __all__ = [
     "LinearStats",
@@ -270,7 +271,7 @@ def dataset_stats(name: str) -> LinearStats:
 
 
 @dataclass(frozen=True, kw_only=True)
-class LinearProblem:
+class LinearProblem(Problem):
     """KNG paper Algorithm 1: simulated linear regression — or a real data set.
 
     ``X_i1 = 1``, ``X_ij ~ U(-1, 1)`` for ``j >= 2``, ``e_i ~ N(0, 1)``,
@@ -308,6 +309,17 @@ class LinearProblem:
     y_bound: float | None = None
     dataset: str | None = None
     name: str = field(default="linear", init=False)
+    #: the OLS standard errors: the report's coverage of the non-private reference
+    reference_stderr = "ols_stderr"
+    audit_defaults = {"d": 2, "protocol": "public_bound", "y_bound": 1.0}
+
+    @classmethod
+    def audit_options(cls, given: dict) -> dict:
+        """The audit's data protocol is ``public_bound`` with ``y_bound = 1`` unless ``given`` says otherwise."""
+        out = {**cls.audit_defaults, **given}
+        if out["protocol"] != "public_bound" and "y_bound" not in given:
+            del out["y_bound"]
+        return out
 
     def __post_init__(self):
         if self.dataset is not None:

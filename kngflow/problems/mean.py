@@ -158,6 +158,7 @@ class MeanProblem(SimulatedProblem):
     radius: float = 1.0
     data_norm: str = "linf"
     name: str = field(default="mean", init=False)
+    audit_defaults = {"d": 2}
 
     def __post_init__(self):
         object.__setattr__(self, "d", check_dimension(self.d))

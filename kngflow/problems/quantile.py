@@ -43,6 +43,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import ndtri
 
+from .base import Problem
+
 __all__ = [
     "QuantileData",
     "QuantileProblem",
@@ -134,7 +136,7 @@ def loss_sensitivity(tau: float, lower: float, upper: float) -> float:
 
 
 @dataclass(frozen=True, kw_only=True)
-class QuantileProblem:
+class QuantileProblem(Problem):
     """Simulated 1-D quantile estimation.
 
     ``y_i = location + e_i`` with ``e_i ~ N(0, 1)``, clipped to the public bounds

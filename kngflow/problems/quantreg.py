@@ -48,6 +48,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import ndtri
 
+from .base import Problem
 from .linear import LinearProblem
 from .quantile import check_tau
 
@@ -212,7 +213,7 @@ _PROTOCOLS = ("paper", "public_bound")
 
 
 @dataclass(frozen=True, kw_only=True)
-class QuantRegProblem:
+class QuantRegProblem(Problem):
     """KNG paper §4.5.1: simulated quantile regression (Algorithm 1's design).
 
     ``X_i1 = 1``, ``X_ij ~ U(-1, 1)`` for ``j >= 2``, ``Y = X theta* + e`` with
@@ -235,6 +236,15 @@ class QuantRegProblem:
     protocol: str = "paper"
     y_bound: float | None = None
     name: str = field(default="quantreg", init=False)
+    audit_defaults = {"protocol": "public_bound", "y_bound": 1.0}
+
+    @classmethod
+    def audit_options(cls, given: dict) -> dict:
+        """The audit's data protocol is ``public_bound`` with ``y_bound = 1`` unless ``given`` says otherwise."""
+        out = {**cls.audit_defaults, **given}
+        if out["protocol"] != "public_bound" and "y_bound" not in given:
+            del out["y_bound"]
+        return out
 
     def __post_init__(self):
         object.__setattr__(self, "tau", check_tau(self.tau))

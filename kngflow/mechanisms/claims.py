@@ -1,0 +1,145 @@
+r"""Privacy claims: what a mechanism promises, as one object an audit can check.
+
+Every mechanism makes exactly one claim (:meth:`kngflow.mechanisms.Mechanism.privacy_claim`).
+The claim carries δ (0 for pure ε-DP) and says how the release's law can be audited;
+:mod:`kngflow.audit` dispatches on its type:
+
+======================  =====================================================================
+claim                   what the audit checks
+======================  =====================================================================
+:class:`BlackBox`       only (ε, δ): releases are sampled on adjacent data sets and a lower
+                        confidence bound on the loss is compared with ε (the default claim)
+:class:`Density`        an unnormalised log density of the release: the loss is computed
+                        exactly on a grid over the parameter box (1-D and 2-D)
+:class:`GradientNoise`  K-norm noise added to the loss gradient (objective perturbation):
+                        the loss is the noise's, in closed form, plus the Jacobian's change
+:class:`StatisticNoise` K-norm or Gaussian noise added to a statistic ``T(D)``, possibly in
+                        ``T`` steps at public iterates: the loss in closed form, composed
+:class:`Composed`       :class:`StatisticNoise` steps whose ε comes from a privacy
+                        accountant (dp-accounting): both the steps and the accountant's ε
+======================  =====================================================================
+
+Every claim is also checked black-box.  The callables a claim holds are bound methods of
+the mechanism; their signatures are given with each class.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+__all__ = ["PrivacyClaim", "BlackBox", "Density", "GradientNoise", "StatisticNoise", "Composed"]
+
+
+@dataclass(frozen=True)
+class PrivacyClaim:
+    """(ε, δ)-DP of the released estimate at the ε the mechanism is called with.
+
+    ``delta``: 0 for pure ε-DP.  ``restrict_records``: optional
+    ``(boundary, fill) -> (boundary, fill)`` narrowing the problem's audit records to the
+    mechanism's declared domain (sufficient-statistics regression needs the intercept
+    column equal to 1); audits draw their adjacent data sets from the narrowed domain.
+    """
+
+    delta: float = 0.0
+    restrict_records: Callable | None = None
+
+    def __post_init__(self):
+        d = self.delta
+        if isinstance(d, bool) or not isinstance(d, (int, float)) or not (math.isfinite(d) and 0.0 <= d < 1.0):
+            raise ValueError(f"delta of a privacy claim must be a number in [0, 1), got {d!r}")
+
+    @property
+    def kind(self) -> str:
+        """Short name of the claim, for reports: ``black-box``, ``density``, ..."""
+        return _KINDS[type(self)]
+
+
+@dataclass(frozen=True)
+class BlackBox(PrivacyClaim):
+    """Only (ε, δ) is claimed; the law is audited by sampling releases."""
+
+
+@dataclass(frozen=True)
+class Density(PrivacyClaim):
+    """The release has unnormalised log density ``log_density(data, epsilon, theta)``.
+
+    ``log_density`` maps ``theta`` of shape ``(..., d)`` to ``(...)``, -inf outside the
+    support.  ``parameter_box(d) -> (lo, hi) | None`` bounds the support (None here: the
+    problem's ``parameter_box()``; a box of None: no grid audit).  ``normalised``: the
+    log density is exact up to a data-independent constant, so ratios are read pointwise.
+    """
+
+    log_density: Callable | None = None
+    parameter_box: Callable | None = None
+    normalised: bool = False
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not callable(self.log_density):
+            raise TypeError("Density claim needs a callable log_density(data, epsilon, theta)")
+
+
+@dataclass(frozen=True)
+class GradientNoise(PrivacyClaim):
+    """K-norm noise on the loss gradient (objective perturbation, ``Theta`` the ℓ1 ball of radius ``bound``).
+
+    ``noise_law(d, epsilon) -> (norm, scale, share)``: the noise's norm name, its scale,
+    and the share of ε it spends; ``log_jacobian(data, epsilon)``: log det of the map from
+    the release to the noise (the rest of ε).
+    """
+
+    noise_law: Callable | None = None
+    log_jacobian: Callable | None = None
+    bound: float = 1.0
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not (callable(self.noise_law) and callable(self.log_jacobian)):
+            raise TypeError("GradientNoise claim needs callables noise_law(d, epsilon) and log_jacobian(data, epsilon)")
+
+
+@dataclass(frozen=True)
+class StatisticNoise(PrivacyClaim):
+    """The estimate is post-processing of ``T(D) + V``.
+
+    ``statistic(data)``: ``T`` (rows ``(k, dim)``: ``T`` at the public iterates
+    ``iterates(d)``); ``noise(data, epsilon)``: ``(norm, scale)`` for K-norm noise
+    (``norm`` a callable on rows) or ``("gaussian", sigma)``; ``steps(n)``: number of such
+    steps on data sets of public size ``n`` (None: 1 step; a return of None: not steps at
+    that ``n``); ``additive``: ``T`` is a sum of per-record terms; ``description``: what
+    ``T`` is, for the audit's report.
+    """
+
+    statistic: Callable | None = None
+    noise: Callable | None = None
+    steps: Callable | None = None
+    iterates: Callable | None = None
+    additive: bool = False
+    description: str = ""
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not (callable(self.statistic) and callable(self.noise)):
+            raise TypeError("StatisticNoise claim needs callables statistic(data) and noise(data, epsilon)")
+
+
+@dataclass(frozen=True)
+class Composed(StatisticNoise):
+    """:class:`StatisticNoise` steps whose ε at ``delta`` a privacy accountant certifies:
+    ``accountant_epsilon(n, epsilon, run_epsilon) -> float`` (dp-accounting's ε for the
+    noise calibrated at ``run_epsilon``, data sets of size ``n``)."""
+
+    accountant_epsilon: Callable | None = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not callable(self.accountant_epsilon):
+            raise TypeError("Composed claim needs a callable accountant_epsilon(n, epsilon, run_epsilon)")
+        if not self.delta > 0.0:
+            raise ValueError("Composed claim needs delta > 0 (the accountant's epsilon is at that delta)")
+
+
+_KINDS = {PrivacyClaim: "black-box", BlackBox: "black-box", Density: "density", GradientNoise: "gradient-noise",
+          StatisticNoise: "statistic-noise", Composed: "composed"}
