@@ -261,6 +261,13 @@ def cmd_run(args) -> int:
     if problem:
         _err(problem)
         return EXIT_BAD_INPUT
+    from kngflow.sweep.engine import PluginFailure, preflight
+
+    try:
+        preflight(spec)  # plug-ins release once here, before a cluster starts or anything is written
+    except PluginFailure as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
 
     import distributed  # noqa: F401 - its loggers must exist before --log-file takes them over
 
@@ -268,7 +275,8 @@ def cmd_run(args) -> int:
     from kngflow.store.lock import RunLock
     from kngflow.sweep import prepare_store, run_sweep
     from kngflow.sweep.cluster import ClusterConfigError, connect
-    from kngflow.sweep.engine import SchedulerLost, VersionMismatch, check_store, check_workers
+    from kngflow.sweep.engine import (SchedulerLost, VersionMismatch, check_store, check_workers, plugin_modules,
+                                      runtime_versions)
     from kngflow.sweep.quiet import log_to_file
 
     if args.log_file:
@@ -318,7 +326,8 @@ def cmd_run(args) -> int:
                     _err(f"--min-workers {args.min_workers}: only {len(client.nthreads())} workers joined "
                          f"{where} within --connect-timeout {args.connect_timeout:g} s")
                     return EXIT_BAD_INPUT
-            check_workers(client)  # before anything is written: same kngflow, numpy, numba everywhere
+            # before anything is written: same kngflow, numpy, numba and plug-in modules everywhere
+            check_workers(client, runtime_versions(plugin_modules(spec)))
             try:
                 prepared = prepare_store(spec, args.store, replicate_chunk=args.replicate_chunk)
             except StoreError as exc:

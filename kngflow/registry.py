@@ -86,9 +86,20 @@ def problem_names() -> list[str]:
     return sorted(set(_builtin_problems()) | set(_entry_points(ENTRY_POINT_GROUPS["problem"])))
 
 
+def _family(problem_name: str) -> str:
+    """The built-in problem whose mechanism kinds apply to ``problem_name`` (itself, or a plug-in's ``family``)."""
+    if problem_name in _builtin_problems():
+        return problem_name
+    try:
+        return problem_class(problem_name).family or ""
+    except PluginError:
+        return ""
+
+
 def mechanism_kinds(problem_name: str) -> list[str]:
-    """Built-in kinds of ``problem_name`` and the kinds registered through entry points."""
-    return sorted(set(_builtin_mechanisms().get(problem_name, {})) | set(_entry_points(ENTRY_POINT_GROUPS["mechanism"])))
+    """Built-in kinds of ``problem_name`` (or of its family) and the kinds registered through entry points."""
+    builtin = _builtin_mechanisms().get(_family(problem_name), {})
+    return sorted(set(builtin) | set(_entry_points(ENTRY_POINT_GROUPS["mechanism"])))
 
 
 def problem_class(name: str) -> type:
@@ -115,7 +126,7 @@ def mechanism_class(problem_name: str, kind: str) -> type:
     if is_reference(kind):
         cls = load_reference(kind, "mechanism")
     else:
-        builtin = _builtin_mechanisms().get(problem_name, {})
+        builtin = _builtin_mechanisms().get(_family(problem_name), {})
         if isinstance(kind, str) and kind in builtin:
             return builtin[kind]
         if isinstance(kind, str) and kind in _entry_points(ENTRY_POINT_GROUPS["mechanism"]):

@@ -38,13 +38,13 @@ class Release(NamedTuple):
     data; never publish it, or anything derived from it (run times included), for real
     data.  :func:`kngflow.audit.side_channel_audit` measures exactly this.
 
-    ``info`` holds ``sampler`` ("exact", "gibbs", "metropolis" or "none"),
+    For kngflow's built-in mechanisms ``info`` holds ``sampler`` ("exact", "gibbs", "metropolis" or "none"),
     ``acceptance`` (accepted fraction of exact tries or Metropolis proposals) and
     ``steps`` (exact tries, sweeps of the chain, or solver iterations).
     """
 
     estimate: np.ndarray
-    info: dict
+    info: dict = {}  # noqa: RUF012 - never mutated: diagnostics() copies it
 
     #: Names of the fields in the released record (the private output).
     RECORD_FIELDS = ("estimate",)

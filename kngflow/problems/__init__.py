@@ -12,12 +12,12 @@ import inspect
 
 from .base import Problem
 
-from .geomedian import GeoMedianProblem
-from .linear import LinearProblem
-from .logistic import LogisticProblem
-from .mean import MeanProblem
-from .quantile import QuantileProblem
-from .quantreg import QuantRegProblem
+from .geomedian import GeoMedianData, GeoMedianProblem, geomedian_data
+from .linear import LinearProblem, LinearStats, stats_from_arrays
+from .logistic import LogisticData, LogisticProblem, logistic_data
+from .mean import MeanData, MeanProblem, mean_data
+from .quantile import QuantileData, QuantileProblem, quantile_data
+from .quantreg import QuantRegData, QuantRegProblem, quantreg_data
 
 PROBLEMS = {
     "linear": LinearProblem,
@@ -31,6 +31,20 @@ PROBLEMS = {
 __all__ = [
     "PROBLEMS",
     "Problem",
+    "problem_options",
+    # the data helpers: a user's own records -> a mechanism's input
+    "stats_from_arrays",
+    "logistic_data",
+    "mean_data",
+    "quantile_data",
+    "quantreg_data",
+    "geomedian_data",
+    "GeoMedianData",
+    "LinearStats",
+    "LogisticData",
+    "MeanData",
+    "QuantileData",
+    "QuantRegData",
     "get_problem",
     "GeoMedianProblem",
     "LinearProblem",

@@ -15,7 +15,9 @@ explicit generator).  Everything else has a default here and may be declared:
 * ``audit_records()`` / ``audit_data(records)`` / ``parameter_box()``: the declared
   record domain that privacy audits draw adjacent data sets from; ``audit_defaults``:
   the options ``kngflow audit`` builds the problem with unless told otherwise;
-* ``report_sections(ds)``: Markdown blocks the problem adds to ``kngflow report``.
+* ``report_sections(ds)``: Markdown blocks the problem adds to ``kngflow report``;
+* ``family``: a built-in problem whose data this one's ``simulate`` returns, so that
+  its mechanism kinds (``"kng"``, ...) can be named in a spec.
 
 Options are keyword arguments of the constructor (the ``[problem]`` table of a spec).
 """
@@ -68,6 +70,9 @@ class Problem:
     """
 
     reference_stderr: ClassVar[str | None] = None
+    #: a built-in problem whose data this problem's ``simulate`` returns (same type and
+    #: fields): that problem's mechanism kinds then apply to this one (``"mean"``)
+    family: ClassVar[str | None] = None
     #: options ``kngflow audit`` gives the problem unless the user sets them (small, public-bound data sets)
     audit_defaults: ClassVar[dict] = {}
 

@@ -131,11 +131,14 @@ def write_blocks(path, blocks: list[Block], *, key: str | None = None) -> None:
         write_failures(path, key or f"f{time.time_ns()}-{uuid.uuid4().hex[:6]}", failures[:MAX_MESSAGES_PER_FLUSH])
 
 
-def empty_cells(shape: tuple, d: int) -> dict:
-    """Per-cell arrays of ``shape`` (mechanism, epsilon, replicate) filled with the store's fill values."""
+def empty_cells(shape: tuple, d: int, cell_variables: dict | None = None) -> dict:
+    """Per-cell arrays of ``shape`` (mechanism, epsilon, replicate) filled with the store's fill
+    values: :data:`VARIABLES` and the declared ``cell_variables`` (``name -> (dtype, fill)``)."""
     out = {}
     for name, (dims, dtype, fill) in VARIABLES.items():
         out[name] = np.full(shape + ((d,) if "coef" in dims else ()), fill, dtype=dtype)
+    for name, (dtype, fill) in (cell_variables or {}).items():
+        out[name] = np.full(shape, fill, dtype=dtype)
     return out
 
 

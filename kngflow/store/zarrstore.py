@@ -43,6 +43,8 @@ __all__ = [
     "STORE_FORMAT",
     "damaged",
     "create_store",
+    "cell_variable_names",
+    "check_cell_variables",
     "check_data_variables",
     "data_variable_names",
     "read_meta",
@@ -59,20 +61,16 @@ CELL_DIMS = ("mechanism", "n", "epsilon", "replicate")
 DATA_DIMS = ("n", "replicate")
 FAILURES_GROUP = "_kngflow/failures"
 
-#: Per-cell variables every store has: name -> (dims, dtype, fill value).  Per-data-set
-#: variables (over ``n, replicate`` and possibly ``coef``) are declared by the problem
-#: (``problem.data_variables``) and passed to :func:`create_store`.
+#: Per-cell variables every store has: name -> (dims, dtype, fill value).  More per-cell
+#: variables (the mechanisms' declared diagnostics) and per-data-set variables (over ``n,
+#: replicate`` and possibly ``coef``, declared by the problem) are passed to :func:`create_store`.
 VARIABLES: dict[str, tuple[tuple[str, ...], str, float | int]] = {
     "estimate": (CELL_DIMS + ("coef",), "float64", np.nan),
     "error": (CELL_DIMS, "float64", np.nan),
     "seconds": (CELL_DIMS, "float64", np.nan),
-    "acceptance": (CELL_DIMS, "float64", np.nan),
-    "steps": (CELL_DIMS, "float64", np.nan),
-    "sampler": (CELL_DIMS, "int8", -1),
     "done": (CELL_DIMS, "int8", 0),
     "failed": (CELL_DIMS, "int8", 0),
 }
-RESULT_VARIABLES = tuple(k for k in VARIABLES if k != "done")
 #: Format of the stores this version writes (root attribute ``kngflow_store_format``);
 #: a store without the attribute is format 1.  Newer formats are refused.
 STORE_FORMAT = 1
@@ -148,6 +146,7 @@ def create_store(
     attrs: dict,
     variable_attrs: dict | None = None,
     data_variables: dict | None = None,
+    cell_variables: dict | None = None,
 ) -> StoreMeta:
     """Write the lazy template of a new store (no data chunks) and return its meta.
 
@@ -157,6 +156,8 @@ def create_store(
     ``data_variables`` maps the names of per-data-set variables to ``(dims, dtype,
     fill)`` with ``dims`` starting with ``("n", "replicate")`` (the problem's
     ``data_variables``); they are stored next to the per-cell :data:`VARIABLES`.
+    ``cell_variables`` maps more per-cell variables (the mechanisms' diagnostics) to
+    ``(dtype, fill)``; their dims are the cell dims.
 
     The template is written with ``to_zarr(..., compute=False)`` into a temporary
     sibling directory that is renamed into place, so a crash never leaves a half
@@ -179,7 +180,8 @@ def create_store(
     data_vars = {}
     encoding = {}
     variable_attrs = variable_attrs or {}
-    for name, (dims, dtype, fill) in {**VARIABLES, **check_data_variables(data_variables or {})}.items():
+    declared = {**VARIABLES, **check_cell_variables(cell_variables or {}), **check_data_variables(data_variables or {})}
+    for name, (dims, dtype, fill) in declared.items():
         shape = tuple(sizes[d] for d in dims)
         ch = tuple(chunks[d] for d in dims)
         data_vars[name] = (dims, da.full(shape, fill, dtype=dtype, chunks=ch), variable_attrs.get(name, {}))
@@ -205,6 +207,23 @@ def create_store(
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return read_meta(path)
+
+
+def check_cell_variables(cell_variables: dict) -> dict:
+    """Validate per-cell variable declarations ``name -> (dtype, fill)``; returns ``name -> (dims, dtype, fill)``."""
+    out = {}
+    for name, (dtype, fill) in cell_variables.items():
+        if name in VARIABLES or name in CELL_DIMS + ("coef", "theta_star") or not name.isidentifier():
+            raise ValueError(f"diagnostic {name!r} clashes with a store variable or dimension, or is not an identifier")
+        out[name] = (CELL_DIMS, str(dtype), fill)
+    return out
+
+
+def cell_variable_names(path) -> list[str]:
+    """Names of the per-cell variables of the store at ``path`` besides :data:`VARIABLES` (the diagnostics)."""
+    g = _group(path)
+    return sorted(name for name, arr in g.arrays()
+                  if name not in VARIABLES and tuple(arr.metadata.dimension_names or ()) == CELL_DIMS)
 
 
 def check_data_variables(data_variables: dict) -> dict:

@@ -55,27 +55,45 @@ __all__ = [
     "store_progress",
     "SpecMismatch",
     "VersionMismatch",
+    "diagnostics",
+    "plugin_classes",
+    "plugin_modules",
+    "preflight",
+    "PluginFailure",
     "SchedulerLost",
     "check_workers",
     "package_versions",
     "runtime_versions",
 ]
 
-#: Fallback when kngflow.samplers is not importable (the contract's codes).
-_DEFAULT_CODES = {"none": 0, "exact": 1, "gibbs": 2, "metropolis": 3}
-
-
 class SpecMismatch(st.StoreError):
     """The store was made from a spec that the given one does not merely extend."""
 
 
-def _sampler_codes() -> dict:
-    try:
-        from kngflow.samplers import SAMPLER_CODES
+def diagnostics(mechanisms: dict) -> dict:
+    """``name -> Diagnostic``: the diagnostics the mechanisms declare (their union, in order)."""
+    out = {}
+    for m in mechanisms.values():
+        for diag in type(m).diagnostics:
+            out.setdefault(diag.name, diag)
+    return out
 
-        return dict(SAMPLER_CODES)
-    except ImportError:  # pragma: no cover - layer below missing
-        return dict(_DEFAULT_CODES)
+
+def _cell_variables(mechanisms: dict) -> dict:
+    """The store's per-cell diagnostic variables: ``name -> (dtype, fill)``."""
+    return {name: (diag.dtype, diag.fill) for name, diag in diagnostics(mechanisms).items()}
+
+
+def plugin_classes(spec: Spec) -> list[type]:
+    """The problem and mechanism classes of ``spec`` that come from outside kngflow."""
+    from kngflow.registry import mechanism_class, problem_class
+
+    classes = [problem_class(spec.problem_name)] + [mechanism_class(spec.problem_name, m.kind) for m in spec.mechanisms]
+    out = []
+    for cls in classes:
+        if cls.__module__.split(".")[0] != "kngflow" and cls not in out:
+            out.append(cls)
+    return out
 
 
 #: Runtime dependencies recorded when kngflow's own metadata cannot be read (not installed).
@@ -140,13 +158,98 @@ def package_versions() -> dict:
 MATCHED_PACKAGES = ("kngflow", "numpy", "numba")
 
 
-def runtime_versions() -> dict:
-    """The versions of :data:`MATCHED_PACKAGES` in this process (as imported)."""
+_MODULE = "module "  # key prefix of a plug-in module in runtime_versions
+
+
+def _module_state(name: str) -> str:
+    """SHA-256 of plug-in module ``name``'s file, or why it cannot be imported here."""
+    import hashlib
+    import importlib
+
+    try:
+        module = importlib.import_module(name)
+    except Exception as exc:  # noqa: BLE001 - reported as the plug-in's problem
+        return f"cannot import ({type(exc).__name__}: {exc})".replace("\n", " ")
+    try:
+        with open(module.__file__, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()
+    except (OSError, TypeError):
+        return "no file"
+
+
+def runtime_versions(modules=()) -> dict:
+    """The versions of :data:`MATCHED_PACKAGES` in this process (as imported), and the
+    state of each plug-in module in ``modules`` (its file's SHA-256, or why it does not import)."""
     import numba
 
     import kngflow
 
-    return {"kngflow": kngflow.__version__, "numpy": np.__version__, "numba": numba.__version__}
+    out = {"kngflow": kngflow.__version__, "numpy": np.__version__, "numba": numba.__version__}
+    for name in modules:
+        out[_MODULE + name] = _module_state(name)
+    return out
+
+
+class PluginFailure(RuntimeError):
+    """A plug-in fails its trial release (the message is one line naming it)."""
+
+
+#: spawn key of the trial stream of :func:`preflight` (no study stream has it)
+_PREFLIGHT_KEY = (0x706C7567,)
+
+
+def preflight(spec: Spec) -> None:
+    """Try every plug-in once, on the client, before anything is written or started.
+
+    A plug-in problem simulates a data set at the smallest n; each plug-in mechanism (every
+    mechanism when the problem is a plug-in) releases once on it at the first ε, and the
+    release must be a :class:`~kngflow.mechanisms.Release` whose estimate has ``d``
+    coefficients and whose declared diagnostics can be stored.  The stream is a trial
+    stream, never a study's.  Raises :class:`PluginFailure` naming the plug-in.
+    """
+    plugins = plugin_classes(spec)
+    if not plugins:
+        return
+    from kngflow.mechanisms import Release
+
+    problem, mechanisms = spec.problem(), spec.build_mechanisms()
+    n, eps, d = int(min(spec.n)), float(spec.epsilon[0]), int(problem.d)
+    rng = np.random.default_rng(np.random.SeedSequence(spec.seed, spawn_key=_PREFLIGHT_KEY))
+    try:
+        data = problem.simulate(n, rng)
+    except Exception as exc:  # noqa: BLE001 - the plug-in's failure, named
+        raise PluginFailure(f"problem {spec.problem_name!r}: simulate(n={n}) failed: {_message(exc)}") from None
+    for m in spec.mechanisms:
+        mech = mechanisms[m.label]
+        if type(mech) not in plugins and type(problem) not in plugins:
+            continue
+        where = f"mechanism {m.label!r} ({m.kind})"
+        try:
+            rel = mech.release(data, epsilon=eps, rng=rng)
+        except Exception as exc:  # noqa: BLE001 - the plug-in's failure, named
+            raise PluginFailure(f"{where}: release failed on a trial data set (n={n}, epsilon={eps:g}): "
+                                f"{_message(exc)}") from None
+        if not isinstance(rel, Release):
+            raise PluginFailure(f"{where}: release must return kngflow.mechanisms.Release(estimate, info), "
+                                f"got {type(rel).__name__}")
+        shape = np.shape(rel.estimate)
+        if shape != (d,):
+            raise PluginFailure(f"{where}: release returned an estimate of shape {shape}; the problem has d={d} "
+                                f"coefficients, so it must have shape ({d},)")
+        try:
+            [dg.value(rel.info) for dg in type(mech).diagnostics]
+            float(problem.error(np.asarray(rel.estimate, dtype=np.float64)))
+        except Exception as exc:  # noqa: BLE001 - the plug-in's failure, named
+            raise PluginFailure(f"{where}: its release cannot be stored: {_message(exc)}") from None
+
+
+def plugin_modules(spec: Spec) -> tuple:
+    """Modules of the spec's plug-ins (classes from outside kngflow), which every worker must import."""
+    return tuple(dict.fromkeys(cls.__module__ for cls in plugin_classes(spec)))
+
+
+def _modules(expected: dict) -> tuple:
+    return tuple(k[len(_MODULE):] for k in expected if k.startswith(_MODULE))
 
 
 class VersionMismatch(RuntimeError):
@@ -165,6 +268,15 @@ def version_mismatch(expected: dict, found: dict, where: str) -> str | None:
                 f"{where} runs {pkg} {found.get(pkg)} but the client runs {pkg} {expected.get(pkg)}; "
                 f"install the same {', '.join(MATCHED_PACKAGES)} versions everywhere (the results depend on them)"
             )
+    for name in _modules(expected):
+        state = found.get(_MODULE + name)
+        if state == expected[_MODULE + name]:
+            continue
+        if state is None or state.startswith("cannot import"):
+            return (f"{where} cannot import plug-in module {name!r} {state or ''}; install it, or put its folder on "
+                    "PYTHONPATH, on every worker").replace("  ", " ")
+        return (f"{where} runs another version of plug-in module {name!r} than the client (its file differs); "
+                "use the same file everywhere (the results depend on it)")
     return None
 
 
@@ -175,7 +287,8 @@ def check_workers(client, expected: dict | None = None, workers=None) -> None:
     if workers is not None and not workers:
         return
     try:
-        found = client.run(runtime_versions, workers=list(workers) if workers is not None else None)
+        found = client.run(runtime_versions, _modules(expected),
+                           workers=list(workers) if workers is not None else None)
     except Exception:  # noqa: BLE001 - a worker that left; every task checks its worker anyway
         return
     for addr, versions in sorted(found.items()):
@@ -186,8 +299,10 @@ def check_workers(client, expected: dict | None = None, workers=None) -> None:
 
 def store_attrs(spec: Spec, history: list | None = None) -> dict:
     import kngflow
+    from kngflow.registry import provenance
 
     problem = spec.problem()
+    mechs = spec.build_mechanisms()
     return {
         "spec": spec.text,
         "spec_hash": spec.hash,
@@ -196,10 +311,14 @@ def store_attrs(spec: Spec, history: list | None = None) -> dict:
         "versions": json.dumps(package_versions(), sort_keys=True),
         "caveats": str(problem.caveats),
         # what theta_star is (error = the distance to it): "truth" unless the problem says otherwise
-        "reference": str(getattr(problem, "reference", "truth")),
-        # delta of each mechanism (0: pure epsilon-DP), read by the analysis and the report
-        "delta": json.dumps({label: float(getattr(m, "delta", 0.0))
-                             for label, m in spec.build_mechanisms().items()}, sort_keys=True),
+        "reference": str(problem.reference),
+        # delta of each mechanism's privacy claim (0: pure epsilon-DP), read by the analysis and the report
+        "delta": json.dumps({label: float(m.privacy_claim().delta) for label, m in mechs.items()}, sort_keys=True),
+        # non-private reference estimators, and the data variable with the reference's standard errors
+        "nonprivate": json.dumps([label for label, m in mechs.items() if not m.private]),
+        "reference_stderr": str(problem.reference_stderr or ""),
+        # where each plug-in (a class from outside kngflow) comes from
+        "plugins": json.dumps([provenance(cls) for cls in plugin_classes(spec)], sort_keys=True),
         "problem": spec.problem_name,
         "kngflow_version": kngflow.__version__,
         "seed": spec.seed,
@@ -209,7 +328,7 @@ def store_attrs(spec: Spec, history: list | None = None) -> dict:
 
 def _data_variables(problem) -> dict:
     """The problem's per-data-set store variables: name -> (dims, dtype, fill)."""
-    return st.check_data_variables(getattr(problem, "data_variables", {}))
+    return st.check_data_variables(problem.data_variables)
 
 
 #: Variable attribute ``privacy``: only ``estimate`` is a differentially private release.
@@ -219,16 +338,8 @@ NOT_PRIVATE = (
 )
 
 
-def _variable_attrs(problem) -> dict:
-    codes = _sampler_codes()
-    items = sorted(codes.items(), key=lambda kv: kv[1])
+def _variable_attrs(problem, mechanisms: dict) -> dict:
     attrs = {
-        "sampler": {
-            "flag_values": [-1] + [int(v) for _, v in items],
-            "flag_meanings": " ".join(["not_computed"] + [k for k, _ in items]),
-            "long_name": "sampler that produced the release (kngflow.samplers.SAMPLER_CODES)",
-            "privacy": NOT_PRIVATE,
-        },
         "done": {"flag_values": [0, 1], "flag_meanings": "missing done"},
         "failed": {"flag_values": [0, 1], "flag_meanings": "ok failed_after_retries"},
         "estimate": {
@@ -237,10 +348,10 @@ def _variable_attrs(problem) -> dict:
         },
         "error": {"long_name": "||estimate - theta_star||_2", "privacy": "uses the true parameter; simulation metric"},
         "seconds": {"long_name": "wall seconds of the release (excludes data simulation)", "units": "s", "privacy": NOT_PRIVATE},
-        "acceptance": {"long_name": "sampler acceptance rate", "privacy": NOT_PRIVATE},
-        "steps": {"long_name": "sampler steps", "privacy": NOT_PRIVATE},
     }
-    for name, decl in getattr(problem, "data_variables", {}).items():
+    for name, diag in diagnostics(mechanisms).items():
+        attrs[name] = {**diag.attrs(), "privacy": NOT_PRIVATE}
+    for name, decl in problem.data_variables.items():
         attrs[name] = {**(dict(decl[3]) if len(decl) > 3 else {}), "privacy": NOT_PRIVATE}
     return attrs
 
@@ -307,6 +418,12 @@ def prepare_store(spec: Spec, path, *, replicate_chunk: int | None = None):
     action, meta = _inspect(spec, path)
     if action == "resume":
         return meta, "resumed"
+    mechanisms = spec.build_mechanisms()
+    if action != "create":
+        missing = sorted(set(_cell_variables(mechanisms)) - set(st.cell_variable_names(path)))
+        if missing:
+            raise SpecMismatch(f"the spec's mechanisms declare diagnostics {missing} that the store {path} lacks; "
+                               "write these mechanisms to a new store (--store)")
     if action == "create":
         problem = spec.problem()
         sizes = {"mechanism": len(spec.labels), "n": len(spec.n), "epsilon": len(spec.epsilon),
@@ -326,8 +443,9 @@ def prepare_store(spec: Spec, path, *, replicate_chunk: int | None = None):
             chunks=chunks,
             theta_star=problem.theta_star,
             attrs=store_attrs(spec),
-            variable_attrs=_variable_attrs(problem),
+            variable_attrs=_variable_attrs(problem, mechanisms),
             data_variables=_data_variables(problem),
+            cell_variables=_cell_variables(mechanisms),
         )
         return meta, "created"
     have = {d: set(meta.coords[d].tolist()) for d in ("mechanism", "n", "epsilon", "replicate")}
@@ -346,7 +464,7 @@ def prepare_store(spec: Spec, path, *, replicate_chunk: int | None = None):
 @functools.lru_cache(maxsize=8)
 def _context(spec_text: str):
     spec = parse_spec(spec_text)
-    return spec, spec.problem(), spec.build_mechanisms(), _sampler_codes()
+    return spec, spec.problem(), spec.build_mechanisms()
 
 
 def _message(exc: BaseException) -> str:
@@ -365,7 +483,7 @@ def timeout_message(seconds: float) -> str:
 
 def _check_here(expect: dict) -> None:
     """Raise :class:`VersionMismatch` if this process runs other versions than ``expect``."""
-    why = version_mismatch(expect, runtime_versions(), "this process")
+    why = version_mismatch(expect, runtime_versions(_modules(expect)), "this process")
     if why:
         try:
             from distributed import get_worker
@@ -396,19 +514,18 @@ def compute_block(
     t_start = time.perf_counter()
     if expect is not None:
         _check_here(expect)
-    spec, problem, mechanisms, codes = _context(spec_text)
+    spec, problem, mechanisms = _context(spec_text)
     M, E, R = len(labels), len(epsilons), task.stop - task.start
     d = int(problem.d)
     need = np.ones((M, E, R), dtype=bool) if task.need is None else task.need
-    cells = st.empty_cells((M, E, R), d)
+    cells = st.empty_cells((M, E, R), d, _cell_variables(mechanisms))
     data_vars = _data_variables(problem)
     data = {v: np.full((R,) + ((d,) if "coef" in dims else ()), fill, dtype=dtype)
             for v, (dims, dtype, fill) in data_vars.items()}
     simulated = np.zeros(R, dtype=bool)
-    est, err, sec, acc, steps, samp, done, failed = (
-        cells[k] for k in ("estimate", "error", "seconds", "acceptance", "steps", "sampler", "done", "failed")
-    )
+    est, err, sec, done, failed = (cells[k] for k in ("estimate", "error", "seconds", "done", "failed"))
     mechs = [mechanisms[str(lab)] for lab in labels]
+    declared = [[(cells[dg.name], dg) for dg in type(m).diagnostics] for m in mechs]
     failures = []
     late = None
     for j in range(R):
@@ -445,9 +562,8 @@ def compute_block(
                     e = np.asarray(rel.estimate, dtype=np.float64)
                     if e.shape != (d,):
                         raise ValueError(f"estimate has shape {e.shape}, expected ({d},)")
-                    info = rel.info
                     er = float(problem.error(e))
-                    code = codes[info.get("sampler", "none")]
+                    values = [dg.value(rel.info) for _, dg in declared[a]]
                 except Exception as exc:  # noqa: BLE001 - recorded per cell
                     failed[a, b, j] = 1
                     failures.append(_record(label, task.n, eps, rep, _message(exc)))
@@ -455,9 +571,8 @@ def compute_block(
                 est[a, b, j] = e
                 err[a, b, j] = er
                 sec[a, b, j] = dt
-                acc[a, b, j] = info.get("acceptance", np.nan)
-                steps[a, b, j] = info.get("steps", np.nan)
-                samp[a, b, j] = code
+                for (arr, _), v in zip(declared[a], values):
+                    arr[a, b, j] = v
                 done[a, b, j] = 1
     return st.Block(
         n_index=task.n_index,
@@ -660,7 +775,7 @@ def run_sweep(
     t0 = time.perf_counter()
     cost = cost or CostModel()
     store_path = str(Path(store_path).resolve())
-    expect = runtime_versions() if check_versions else None
+    expect = runtime_versions(plugin_modules(spec)) if check_versions else None
     window = _Window(client, cost, fixed=max_in_flight, every=refresh_seconds, expect=expect)
     if prepared is None:
         prepared = prepare_store(spec, store_path, replicate_chunk=replicate_chunk)

@@ -23,7 +23,7 @@ to compare (each with a unique ``label``), the grid axes and the root seed::
 
     [[mechanisms]]
     label = "kng"                # unique; the ``mechanism`` coordinate of the store
-    kind = "kng"                 # kngflow.mechanisms.MECHANISMS[problem]
+    kind = "kng"                 # a kind of the problem, or "package.module:Class"
     norm = "linf"                # every other key is a keyword option of the mechanism
     bound = 1.0
 
@@ -41,7 +41,6 @@ field (``mechanisms[2].kind``) and says what is allowed.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import math
 import re
@@ -228,50 +227,9 @@ def _field_in_message(exc: Exception, options: dict, where: str) -> str:
     return where
 
 
-def _accepted_keywords(factory) -> set[str] | None:
-    """Keyword names a mechanism class accepts, or None if it takes **kwargs/unknown."""
-    try:
-        sig = inspect.signature(factory)
-    except (TypeError, ValueError):
-        return None
-    names = set()
-    for p in sig.parameters.values():
-        if p.kind is inspect.Parameter.VAR_KEYWORD:
-            return None
-        if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
-            names.add(p.name)
-    return names
-
-
-def _mechanism_factory(problem_name: str, kind: str):
-    from kngflow import mechanisms
-
-    table = getattr(mechanisms, "MECHANISMS", {}).get(problem_name)
-    if isinstance(table, dict):
-        return table.get(kind)
-    return None
-
-
-def _accepts_option(problem_name: str, kind: str, key: str, value) -> bool:
-    """Whether mechanism ``kind`` takes keyword ``key`` (sampler defaults go only there)."""
-    from kngflow import mechanisms
-
-    allowed = getattr(mechanisms, "allowed_options", None)
-    if allowed is not None:
-        return key in allowed(problem_name, kind)
-    factory = _mechanism_factory(problem_name, kind)
-    if factory is not None:
-        names = _accepted_keywords(factory)
-        if names is not None:
-            return key in names
-    # Unknown signature: ask the factory itself.
-    try:
-        mechanisms.get_mechanism(problem_name, kind, **{key: value})
-    except TypeError:
-        return False
-    except ValueError:
-        return True  # accepted the keyword, disliked something else
-    return True
+def _accepts_option(cls, key: str) -> bool:
+    """Whether mechanism class ``cls`` takes keyword ``key`` (sampler defaults go only there)."""
+    return key in cls.option_names()
 
 
 def parse_spec(text: str) -> Spec:
@@ -360,18 +318,27 @@ def parse_spec(text: str) -> Spec:
     if "problem" not in raw:
         raise SpecError("problem", 'missing table; e.g. [problem] name = "linear"')
     ptable = dict(_check_table(raw["problem"], "problem"))
-    from kngflow import problems
+    from kngflow import problems, registry
 
-    known_problems = sorted(getattr(problems, "PROBLEMS", {}))
+    known_problems = registry.problem_names()
     pname = ptable.pop("name", None)
     if pname is None:
-        raise SpecError("problem.name", f"missing; allowed values are {known_problems}")
-    if not isinstance(pname, str) or (known_problems and pname not in known_problems):
+        raise SpecError("problem.name", f"missing; allowed values are {known_problems} or 'package.module:Class'")
+    if not isinstance(pname, str):
         raise SpecError("problem.name", f"unknown problem {pname!r}; allowed values are {known_problems}")
+    if not registry.is_reference(pname) and pname not in known_problems:
+        raise SpecError("problem.name", f"unknown problem {pname!r}; allowed values are {known_problems} or "
+                        "'package.module:Class'")
+    try:
+        registry.problem_class(pname)
+    except registry.PluginError as exc:
+        raise SpecError("problem.name", str(exc)) from None
     try:
         problem = problems.get_problem(pname, **ptable)
     except (TypeError, ValueError) as exc:
         raise SpecError(_field_in_message(exc, ptable, "problem"), str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - a plug-in's constructor
+        raise SpecError("problem", f"problem {pname!r} failed to build: {type(exc).__name__}: {exc}") from None
 
     for i, n in enumerate(ns):
         try:
@@ -385,8 +352,7 @@ def parse_spec(text: str) -> Spec:
     # ---------------------------------------------------------------- mechanisms
     from kngflow import mechanisms as mech_mod
 
-    kinds_table = getattr(mech_mod, "MECHANISMS", {}).get(pname, ())
-    kinds = sorted(kinds_table)
+    kinds = registry.mechanism_kinds(pname)
     mlist = raw.get("mechanisms")
     if mlist is None:
         raise SpecError("mechanisms", "missing; add at least one [[mechanisms]] table with label and kind")
@@ -411,11 +377,16 @@ def parse_spec(text: str) -> Spec:
         kind = entry.pop("kind", None)
         if kind is None:
             raise SpecError(f"{where}.kind", f"missing; allowed values are {kinds}")
-        if not isinstance(kind, str) or kind not in kinds_table:
-            raise SpecError(f"{where}.kind", f"unknown mechanism kind {kind!r}; allowed values are {kinds}")
+        if not isinstance(kind, str) or not (kind in kinds or registry.is_reference(kind)):
+            raise SpecError(f"{where}.kind", f"unknown mechanism kind {kind!r}; allowed values are {kinds} or "
+                            "'package.module:Class'")
+        try:
+            cls = registry.mechanism_class(pname, kind)
+        except registry.PluginError as exc:
+            raise SpecError(f"{where}.kind", str(exc)) from None
         options = {}
         for key, value in sampler.items():
-            if key not in entry and _accepts_option(pname, kind, key, value):
+            if key not in entry and _accepts_option(cls, key):
                 options[key] = value
                 sampler_used[key] = True
             elif key in entry:
@@ -425,6 +396,8 @@ def parse_spec(text: str) -> Spec:
             mech_mod.get_mechanism(pname, kind, **options)
         except (TypeError, ValueError) as exc:
             raise SpecError(_field_in_message(exc, options, where), str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - a plug-in's constructor
+            raise SpecError(where, f"mechanism {kind!r} failed to build: {type(exc).__name__}: {exc}") from None
         mechs.append(MechanismSpec(label=label, kind=kind, options=options))
     for key, used in sampler_used.items():
         if not used:
