@@ -12,11 +12,15 @@ Importing this package registers the :class:`xarray.Dataset` accessor
 
 :func:`kngflow.analysis.report.write_report` is what ``kngflow report STORE
 --out DIR`` calls.  Everything here reads the store schema of
-``docs/contracts.md`` and never imports the mechanism or sweep layers.
+``docs/contracts.md`` and never imports the mechanism or sweep layers, except
+through :mod:`kngflow.analysis.declared` (lazily, and only for a store older than
+the ``nonprivate``/``reference_stderr`` attributes, or for a problem's own report
+sections): it names no problem and no mechanism kind.
 """
 
 from . import accessor  # noqa: F401  (registers ds.kng)
 from .accessor import KngAccessor
+from .declared import nonprivate_labels, reference_stderr
 from .figures import figure_coverage_vs_epsilon, figure_error_vs_epsilon, figure_error_vs_n
 from .summaries import (
     completeness,
@@ -40,9 +44,11 @@ __all__ = [
     "figure_error_vs_epsilon",
     "figure_error_vs_n",
     "mechanism_kinds",
+    "nonprivate_labels",
     "ratio_to_reference",
     "reference_coverage",
     "reference_label",
+    "reference_stderr",
     "slope_fit",
     "write_report",
 ]

@@ -47,11 +47,21 @@ class KngAccessor:
 
     @property
     def reference(self) -> str | None:
-        """Label of the non-private mechanism, or ``None`` when the store has none."""
+        """Label of the non-private reference mechanism, or ``None`` when the store has none."""
         return _s.reference_label(self._ds, required=False)
 
+    @property
+    def nonprivate(self) -> list[str]:
+        """Labels of the non-private mechanisms (classes with ``private = False``)."""
+        return _s.nonprivate_labels(self._ds)
+
+    @property
+    def reference_stderr(self) -> str | None:
+        """Name of the variable with the reference's standard errors, or ``None``."""
+        return _s.reference_stderr(self._ds)
+
     def labels_of_kind(self, kind: str) -> list[str]:
-        """Mechanism labels whose kind is ``kind`` (e.g. ``"kng"``)."""
+        """Mechanism labels whose kind (the spec's ``kind``) is ``kind``."""
         return [label for label, k in self.kinds.items() if k == kind]
 
     # -- masks ------------------------------------------------------------
@@ -91,9 +101,10 @@ class KngAccessor:
         level: float = 0.95,
         how: str = "all",
         coefs: Iterable[int] | slice | None = None,
+        stderr: str | None = None,
     ) -> xr.Dataset:
         """Fraction of DP estimates inside the non-private CI (Awan–Slavković Algorithm 4)."""
-        return _s.coverage(self._ds, reference=reference, level=level, how=how, coefs=coefs)
+        return _s.coverage(self._ds, reference=reference, level=level, how=how, coefs=coefs, stderr=stderr)
 
     def reference_coverage(
         self,
@@ -102,9 +113,10 @@ class KngAccessor:
         level: float = 0.95,
         how: str = "all",
         coefs: Iterable[int] | slice | None = None,
+        stderr: str | None = None,
     ) -> xr.Dataset:
         """Empirical coverage of ``theta_star`` by the non-private CI."""
-        return _s.reference_coverage(self._ds, reference=reference, level=level, how=how, coefs=coefs)
+        return _s.reference_coverage(self._ds, reference=reference, level=level, how=how, coefs=coefs, stderr=stderr)
 
     # -- completeness -------------------------------------------------------
     def n_done(self) -> xr.DataArray:

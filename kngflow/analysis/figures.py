@@ -44,14 +44,11 @@ from . import summaries as _s
 
 __all__ = ["figure_error_vs_n", "figure_error_vs_epsilon", "figure_coverage_vs_epsilon", "figure_facets", "study_name"]
 
-_KIND_COLORS = {
-    "nonprivate": "black",
-    "exponential": "tab:red",
-    "kng": "tab:blue",
-    "objective": "tab:green",
-    "objective_ext": "tab:olive",
-}
-_CYCLE = ["tab:purple", "tab:orange", "tab:brown", "tab:pink", "tab:cyan", "tab:gray", "tab:olive", "tab:green"]
+#: Colour of the non-private reference mechanisms (classes with ``private = False``).
+_REFERENCE_COLOR = "black"
+#: Colours of the other mechanisms, by position in the store's ``mechanism`` coordinate
+#: (matplotlib's tab10 without its grey, which the reference lines of the figures use).
+_PALETTE = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"]
 _MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">"]
 
 XLABEL_N = "log10(n)"
@@ -64,18 +61,17 @@ def _reference(ds: xr.Dataset) -> str:
 
 
 def _styles(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
-    kinds = _s.mechanism_kinds(ds)
+    """``{label: style}``: colour and marker by the mechanism's position in the ``mechanism``
+    coordinate (so a mechanism keeps its colour in every figure of a store); the non-private
+    reference mechanisms are black.  With more mechanisms than colours the palette repeats and
+    the markers tell the lines apart."""
+    labels = [str(m) for m in ds["mechanism"].values]
+    nonprivate = set(_s.nonprivate_labels(ds))
     deltas = _s.mechanism_deltas(ds)
     mixed = any(deltas.values()) and not all(deltas.values())
     styles: dict[str, dict[str, Any]] = {}
-    used: set[str] = set()
-    spare = iter(_CYCLE * 4)
-    for i, (label, kind) in enumerate(kinds.items()):
-        color = _KIND_COLORS.get(kind)
-        if color is None or color in used:
-            # more lines than colours: reuse the cycle; the markers still tell the lines apart
-            color = next((c for c in spare if c not in used), _CYCLE[i % len(_CYCLE)])
-        used.add(color)
+    for i, label in enumerate(labels):
+        color = _REFERENCE_COLOR if label in nonprivate else _PALETTE[i % len(_PALETTE)]
         styles[label] = {"color": color, "marker": _MARKERS[i % len(_MARKERS)]}
         if mixed and deltas.get(label, 0.0) > 0:  # ε-DP and (ε, δ)-DP in one legend: say which is which
             styles[label]["legend"] = f"{label} (ε, δ={deltas[label]:g})"

@@ -3,6 +3,10 @@
 :func:`write_report` opens a store with :func:`xarray.open_zarr`, computes the
 reduced summaries (never the full replicate arrays), writes PNG figures that
 fit the grid and a ``report.md`` with the numbers, and returns the Markdown.
+
+The report names no problem and no mechanism kind: the non-private reference, the
+standard errors behind the coverage tables and any problem-specific sections come from
+what the store and its plug-ins declare (:mod:`kngflow.analysis.declared`).
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from . import declared as _declared
 from . import summaries as _s
 from .figures import figure_coverage_vs_epsilon, figure_error_vs_epsilon, figure_error_vs_n, figure_facets, study_name
 
-__all__ = ["write_report", "report_markdown", "open_store"]
+__all__ = ["write_report", "report_markdown", "open_store", "ratio_section"]
 
 _NA = "—"
 
@@ -81,8 +86,14 @@ def _coverage_unavailable(ds: xr.Dataset) -> str | None:
     """Why the coverage of the non-private CI cannot be computed, or None when it can."""
     if _s.reference_label(ds, required=False) is None:
         return "no non-private reference mechanism in the study"
-    if "ols_stderr" not in ds or "estimate" not in ds:
-        return f"the {ds.attrs.get('problem', 'study')!s} problem stores no non-private standard errors (ols_stderr)"
+    problem = ds.attrs.get("problem", "study")
+    name = _s.reference_stderr(ds)
+    if not name:
+        return f"the {problem!s} problem stores no non-private standard errors (it declares no reference_stderr)"
+    if name not in ds:
+        return f"the {problem!s} problem stores no non-private standard errors ({name} is not in the store)"
+    if "estimate" not in ds:
+        return "the store has no estimate variable"
     return None
 
 
@@ -123,6 +134,57 @@ def _write_figures(ds: xr.Dataset, summ: xr.Dataset, out: Path) -> tuple[list[tu
 # --------------------------------------------------------------------------
 # markdown
 # --------------------------------------------------------------------------
+def _mechanism_cell(m: str, deltas: dict[str, float], mixed: bool) -> str:
+    """A table's mechanism cell: marked when ε-DP and (ε, δ)-DP rows share the table."""
+    return f"{m} (ε, δ={deltas[m]:g})" if mixed and deltas.get(m, 0.0) > 0 else m
+
+
+def ratio_section(
+    ds: xr.Dataset,
+    mechanisms: list[str],
+    *,
+    title: str = "Private mechanisms",
+    summary: xr.Dataset | None = None,
+) -> str | None:
+    """A Markdown section: the paired mean-error ratio of each of ``mechanisms`` to the
+    non-private reference, one row per (n, ε), one column per mechanism (``label (kind)``).
+
+    The report's "Private mechanisms" section; a problem's ``report_sections(ds)`` may call it
+    for the mechanisms it wants compared on their own (under its own ``title``).  None when
+    the store has no non-private reference or ``mechanisms`` is empty.  ``summary``: a
+    computed :func:`~kngflow.analysis.summaries.error_summary` of ``ds`` to reuse.
+    """
+    ref = _s.reference_label(ds, required=False)
+    labels = [str(m) for m in ds["mechanism"].values]
+    focus = [m for m in mechanisms if m in labels and m != ref]
+    if ref is None or not focus:
+        return None
+    if summary is None:
+        summary = _s.ratio_to_reference(ds.sel(mechanism=focus + [ref]), ref).compute()
+        summary = summary.rename(ratio="ratio_to_reference", ratio_se="ratio_to_reference_se")
+    kinds = _s.mechanism_kinds(ds)
+    deltas = _s.mechanism_deltas(ds)
+    mixed = any(deltas.values()) and not all(deltas.values())
+    n_vals, eps_vals = summary["n"].values, summary["epsilon"].values
+    several_eps = eps_vals.size > 1
+    md = [f"## {title}: mean-error ratio to {ref}", ""]
+    md.append("Paired over replicates finished for both; ratio → 1 means no asymptotic cost of privacy.")
+    md.append("")
+    header = ["n"] + (["ε"] if several_eps else []) + [
+        f"{_mechanism_cell(m, deltas, mixed)} ({kinds.get(m, m)})" for m in focus
+    ]
+    rows = []
+    for n in n_vals:
+        for e in eps_vals:
+            row = [_s.format_n(n)] + ([_s.format_epsilon(e)] if several_eps else [])
+            for m in focus:
+                c = summary.sel(mechanism=m, n=n, epsilon=e)
+                row.append(_pm(c["ratio_to_reference"], c["ratio_to_reference_se"]))
+            rows.append(row)
+    md.append(_table(header, rows))
+    return "\n".join(md)
+
+
 def report_markdown(
     ds: xr.Dataset,
     *,
@@ -138,6 +200,7 @@ def report_markdown(
     kinds = _s.mechanism_kinds(ds)
     deltas = _s.mechanism_deltas(ds)
     mixed = any(deltas.values()) and not all(deltas.values())
+    nonprivate = set(_s.nonprivate_labels(ds))
     ref = _s.reference_label(ds, required=False)
     R = info["n_replicates"]
     mechs = [str(m) for m in summ["mechanism"].values]
@@ -160,7 +223,7 @@ def report_markdown(
         f"{eps_vals.size} ε ({', '.join(_s.format_epsilon(e) for e in eps_vals)}) × {R} replicates"
     )
     def _tag(m: str) -> str:
-        return "" if kinds.get(m) == _s.NONPRIVATE_KIND else ", " + _s.privacy_tag(deltas.get(m, 0.0))
+        return "" if m in nonprivate else ", " + _s.privacy_tag(deltas.get(m, 0.0))
 
     meta.append(f"- mechanisms: {', '.join(f'{m} ({kinds.get(m, m)}{_tag(m)})' for m in mechs)}")
     if mixed:
@@ -168,7 +231,7 @@ def report_markdown(
             "- privacy: this study mixes ε-DP and (ε, δ)-DP mechanisms; rows of the latter are marked "
             "(ε, δ); at equal ε they promise less, so do not compare them as equals"
         )
-    meta.append(f"- non-private reference: {ref if ref is not None else 'none (no mechanism of kind nonprivate)'}")
+    meta.append(f"- non-private reference: {ref if ref is not None else 'none (no mechanism declares private = False)'}")
     if ds.attrs.get("caveats"):
         meta.append(f"- caveats: {ds.attrs['caveats']}")
     md += meta + ["", "## Completeness", "", _s.describe_completeness(ds, info).rstrip(".") + ".", ""]
@@ -189,12 +252,11 @@ def report_markdown(
             md.append("")
 
     def _name(m: str) -> str:
-        """A table's mechanism cell: marked when ε-DP and (ε, δ)-DP rows share the table."""
-        return f"{m} (ε, δ={deltas[m]:g})" if mixed and deltas.get(m, 0.0) > 0 else m
+        return _mechanism_cell(m, deltas, mixed)
 
     def _eps_rows(m: str) -> list[tuple[float, str]]:
-        # the non-private estimator ignores ε (the same data serve every ε): one row, "any"
-        if kinds.get(m) == "nonprivate" and eps_vals.size > 1:
+        # a non-private estimator ignores ε (the same data serve every ε): one row, "any"
+        if m in nonprivate and eps_vals.size > 1:
             return [(eps_vals[0], "any")]
         return [(e, _s.format_epsilon(e)) for e in eps_vals]
 
@@ -254,23 +316,10 @@ def report_markdown(
                 rows.append(row)
         md += [_table(header, rows), ""]
 
-    # -- KNG and exponential vs non-private ------------------------------------
-    focus = [m for m in mechs if kinds.get(m) in ("kng", "exponential")]
-    if ref is not None and focus:
-        md += [f"## KNG and exponential mechanism: mean-error ratio to {ref}", ""]
-        md.append("Paired over replicates finished for both; ratio → 1 means no asymptotic cost of privacy.")
-        md.append("")
-        several_eps = eps_vals.size > 1
-        header = ["n"] + (["ε"] if several_eps else []) + [f"{_name(m)} ({kinds[m]})" for m in focus]
-        rows = []
-        for n in n_vals:
-            for e in eps_vals:
-                row = [_s.format_n(n)] + ([_s.format_epsilon(e)] if several_eps else [])
-                for m in focus:
-                    c = summ.sel(mechanism=m, n=n, epsilon=e)
-                    row.append(_pm(c["ratio_to_reference"], c["ratio_to_reference_se"]))
-                rows.append(row)
-        md += [_table(header, rows), ""]
+    # -- every private mechanism vs the non-private reference ---------------------
+    block = ratio_section(ds, [m for m in mechs if m not in nonprivate], summary=summ)
+    if block is not None:
+        md += [block, ""]
 
     # -- coverage --------------------------------------------------------------
     if _coverage_unavailable(ds) is None:
@@ -289,7 +338,7 @@ def report_markdown(
         ).compute()
         md += ["## Coverage of the non-private 95% CI (Awan–Slavković Algorithm 4)", ""]
         md.append(
-            f"A DP estimate is inside when |estimate − {ref}| ≤ 1.96·ols_stderr, for the slopes (every "
+            f"A DP estimate is inside when |estimate − {ref}| ≤ 1.96·{_s.reference_stderr(ds)}, for the slopes (every "
             "coefficient but the intercept, coef 0). \"all\": every slope inside; \"average\": mean fraction of "
             "slopes inside (Algorithm 4's C_DP). Brackets: 95% Wilson intervals (conservative for the average)."
         )
@@ -313,6 +362,10 @@ def report_markdown(
                         ]
                     )
         md += [_table(header, rows), ""]
+
+    # -- what the problem adds -------------------------------------------------
+    for block in _declared.problem_sections(ds):
+        md += [block.rstrip("\n"), ""]
     return "\n".join(md)
 
 
@@ -321,8 +374,10 @@ def write_report(store_path: str | os.PathLike, out_dir: str | os.PathLike) -> s
 
     Figures, each one faceted PNG: ``error_vs_n.png`` when the n axis has
     ≥ 2 values (a panel per ε); ``error_vs_epsilon.png`` and, when the store
-    has ``ols_stderr`` and a non-private mechanism, ``coverage_vs_epsilon.png``
-    when the ε axis has ≥ 2 values (a panel per n).  Every figure not drawn
+    has a non-private reference mechanism and the standard errors its problem
+    declares (``reference_stderr``), ``coverage_vs_epsilon.png`` when the ε
+    axis has ≥ 2 values (a panel per n).  The problem's own sections
+    (``report_sections``) close the Markdown.  Every figure not drawn
     is listed with the reason.  Works on a partial store and says how
     complete it is.
 

@@ -17,7 +17,7 @@ With ``k`` finished replicates of the error ``e``:
 * ``log10(mean e)`` — the scale of KNG Figures 1–2, where the paper quotes
   its Monte Carlo SEs "in terms of the log-scale used in the plot" — by the
   delta method: ``sd(e) / (sqrt(k) * mean(e) * ln 10)``;
-* ratio of mean errors to the non-private estimator, computed on the
+* ratio of mean errors to the non-private reference, computed on the
   replicates finished for both (the comparison is paired: every mechanism sees
   the same simulated data set in a replicate): with ``r = mean(a)/mean(b)``,
   ``var(r) ≈ (var a − 2 r cov(a, b) + r² var b) / (k mean(b)²)``.
@@ -47,9 +47,12 @@ import numpy as np
 import xarray as xr
 from scipy import special  # not scipy.stats: its import alone costs ~0.7 s of every report
 
+from .declared import nonprivate_labels, reference_stderr
+
 __all__ = [
-    "NONPRIVATE_KIND",
     "mechanism_kinds",
+    "nonprivate_labels",
+    "reference_stderr",
     "mechanism_deltas",
     "privacy_tag",
     "reference_label",
@@ -68,7 +71,6 @@ __all__ = [
     "format_epsilon",
 ]
 
-NONPRIVATE_KIND = "nonprivate"
 _LN10 = math.log(10.0)
 _Z975 = float(special.ndtri(0.975))
 CURVED_P = 0.01
@@ -83,7 +85,7 @@ def _mechanisms_from_toml(obj: Any) -> dict[str, str]:
 
     Accepts ``[[mechanisms]]`` arrays of tables (``label``/``kind`` keys;
     ``label`` defaults to ``kind``), tables keyed by label
-    (``[mechanisms.kng_linf] kind = "kng"``), and either form nested one or
+    (``[mechanisms.mine] kind = "mypkg.mech:Laplace"``), and either form nested one or
     more tables deep (e.g. ``[[study.mechanisms]]``).
     """
     found: dict[str, str] = {}
@@ -111,7 +113,8 @@ def _mechanisms_from_toml(obj: Any) -> dict[str, str]:
 
 
 def mechanism_kinds(ds: xr.Dataset) -> dict[str, str]:
-    """Map each mechanism label of ``ds`` to its kind (``nonprivate``, ``kng``, …).
+    """Map each mechanism label of ``ds`` to its kind (the spec's ``kind``: a registered name
+    or a ``package.module:Class`` reference).
 
     The kinds come from the TOML text in ``ds.attrs["spec"]``; a ``kind``
     coordinate along ``mechanism`` (if a store carries one) takes precedence.
@@ -153,24 +156,41 @@ def privacy_tag(delta: float) -> str:
 def reference_label(ds: xr.Dataset, reference: str | None = None, *, required: bool = True) -> str | None:
     """Label of the non-private reference mechanism.
 
-    ``reference`` (a mechanism label) wins; otherwise the first mechanism of
-    kind ``nonprivate`` in the spec.  Raises ``ValueError`` when there is none
-    and ``required`` is true; returns ``None`` otherwise.
+    ``reference`` (a mechanism label) wins; otherwise the first of
+    :func:`~kngflow.analysis.declared.nonprivate_labels` — the mechanisms whose
+    class declares ``private = False`` (the store's ``nonprivate`` attribute, or
+    the spec's kinds resolved through the registry for older stores).  Raises
+    ``ValueError`` when there is none and ``required`` is true; returns ``None``
+    otherwise.
     """
     labels = [str(m) for m in ds["mechanism"].values]
     if reference is not None:
         if reference not in labels:
             raise ValueError(f"reference={reference!r} is not a mechanism label; labels are {labels}")
         return reference
-    for label, kind in mechanism_kinds(ds).items():
-        if kind == NONPRIVATE_KIND:
-            return label
+    found = nonprivate_labels(ds)
+    if found:
+        return found[0]
     if required:
         raise ValueError(
-            "no mechanism of kind 'nonprivate' found in the store's spec; "
+            "no non-private reference mechanism (a mechanism class with private = False) in the store; "
             f"pass reference=<label> (labels are {labels})"
         )
     return None
+
+
+def _stderr_variable(ds: xr.Dataset, stderr: str | None) -> xr.DataArray:
+    """The reference's standard errors: ``ds[stderr]``, by default the variable the problem
+    declares (:func:`~kngflow.analysis.declared.reference_stderr`); ValueError naming it when absent."""
+    name = reference_stderr(ds) if stderr is None else stderr
+    if not name:
+        raise ValueError(
+            f"the {ds.attrs.get('problem', 'study')!s} problem stores no reference standard errors "
+            "(it declares no reference_stderr); pass stderr=<variable>"
+        )
+    if name not in ds:
+        raise ValueError(f"the store has no variable {name!r} (the reference standard errors)")
+    return ds[name]
 
 
 # --------------------------------------------------------------------------
@@ -499,18 +519,21 @@ def coverage(
     level: float = 0.95,
     how: str = "all",
     coefs: Iterable[int] | slice | None = None,
+    stderr: str | None = None,
 ) -> xr.Dataset:
     """How often a DP estimate falls inside the non-private confidence interval.
 
     Awan–Slavković Algorithm 4: the non-private ``level`` CI of coefficient j
-    is ``estimate_j ± z·ols_stderr_j`` with ``z = Φ⁻¹((1+level)/2)`` (1.96 at
-    0.95); a DP estimate is inside when ``|dp_j − nonprivate_j| <= z·ols_stderr_j``.
-    Only replicates finished for both the mechanism and the reference count.
+    is ``reference_j ± z·se_j`` with ``z = Φ⁻¹((1+level)/2)`` (1.96 at 0.95),
+    where ``se`` is the variable holding the reference's standard errors (the
+    problem's ``reference_stderr``); a DP estimate is inside when
+    ``|dp_j − reference_j| <= z·se_j``.  Only replicates finished for both the
+    mechanism and the reference count.
 
     Parameters
     ----------
     reference : str, optional
-        Label of the non-private mechanism (default: kind ``nonprivate`` in the spec).
+        Label of the non-private mechanism (default: :func:`reference_label`).
     level : float
         Confidence level of the interval.
     how : {"all", "per_coef", "mean"}
@@ -521,6 +544,10 @@ def coverage(
         pass ``coefs=slice(1, None)`` to drop an intercept in coef 0).
     coefs : list of int or slice, optional
         Coefficients to use (labels, or positions when a slice).
+    stderr : str, optional
+        Name of the standard-error variable, dims (n, replicate, coef); default:
+        :func:`~kngflow.analysis.declared.reference_stderr`.  ValueError when
+        the problem declares none or the store lacks it.
 
     Returns
     -------
@@ -534,10 +561,10 @@ def coverage(
     if not 0 < level < 1:
         raise ValueError(f"level={level!r} must lie in (0, 1)")
     ref = reference_label(ds, reference)
+    se = _select_coefs(_stderr_variable(ds, stderr), coefs)
     z = float(special.ndtri(0.5 + level / 2))
     est = _select_coefs(masked(ds, "estimate"), coefs)
     ref_est = est.sel(mechanism=ref, drop=True)
-    se = _select_coefs(ds["ols_stderr"], coefs)
     diff = abs(est - ref_est)
     valid_c = diff.notnull() & se.notnull()
     inside_c = diff <= z * se
@@ -553,17 +580,19 @@ def reference_coverage(
     level: float = 0.95,
     how: str = "all",
     coefs: Iterable[int] | slice | None = None,
+    stderr: str | None = None,
 ) -> xr.Dataset:
     """Empirical coverage of ``theta_star`` by the non-private CI, over (n, epsilon[, coef]).
 
     The solid line of Awan–Slavković Figure 3 ("how often the true β falls in
-    the confidence intervals"); it should be close to ``level``.
+    the confidence intervals"); it should be close to ``level``.  ``stderr`` as
+    in :func:`coverage`.
     """
     ref = reference_label(ds, reference)
+    se = _select_coefs(_stderr_variable(ds, stderr), coefs)
     z = float(special.ndtri(0.5 + level / 2))
     est = _select_coefs(masked(ds, "estimate").sel(mechanism=ref, drop=True), coefs)
     truth = _select_coefs(ds["theta_star"], coefs)
-    se = _select_coefs(ds["ols_stderr"], coefs)
     diff = abs(est - truth)
     valid_c = diff.notnull() & se.notnull()
     out = _hit_rate(diff <= z * se, valid_c, how)

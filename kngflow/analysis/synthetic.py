@@ -5,13 +5,19 @@ schema of ``docs/contracts.md`` whose estimates follow simple Gaussian laws,
 so the quantities the analysis layer estimates are known in closed form:
 
 * the non-private estimate of coefficient j is ``theta*_j + s_j Z`` with
-  ``s_j = sigma_j / sqrt(n)``, recorded as ``ols_stderr`` — so its error is
+  ``s_j = sigma_j / sqrt(n)``, recorded in the standard-error variable
+  (``stderr``, default :data:`DEFAULT_STDERR`) — so its error is
   ``C n^(-1/2)`` times a chi-like variable (log–log slope exactly −1/2) and its
   CI ``± 1.96 s_j`` covers ``theta*_j`` with probability 0.95;
-* any other mechanism adds independent Gaussian noise with standard deviation
+* every non-private mechanism (``private=False``) releases that estimate;
+* every private mechanism adds independent Gaussian noise with standard deviation
   ``sd(n, epsilon)`` per coefficient, either to the non-private estimate
-  (``base="nonprivate"``, paired as in the papers' Algorithm 1) or to the truth
+  (``base="reference"``, paired as in the papers' Algorithm 1) or to the truth
   (``base="truth"``).
+
+The store declares what the sweep engine declares for a real one: the root
+attributes ``nonprivate`` (JSON list of the non-private labels) and
+``reference_stderr`` (the standard-error variable, ``""`` for none).
 
 :func:`write_store` writes such a dataset the way a run does — lazily chunked,
 NaN fill values, int8 flags — and reopens it with :func:`xarray.open_zarr`.
@@ -28,9 +34,15 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-__all__ = ["SyntheticMechanism", "synthetic_dataset", "write_store", "spec_toml"]
+__all__ = ["SyntheticMechanism", "synthetic_dataset", "write_store", "spec_toml", "DEFAULT_PROBLEM", "DEFAULT_STDERR"]
 
 SAMPLER_CODES = {"none": 0, "exact": 1, "gibbs": 2, "metropolis": 3}
+#: The problem name a synthetic store claims by default (a fake: nothing is simulated with
+#: it).  The kinds of mechanisms without an explicit ``private`` are resolved against it.
+DEFAULT_PROBLEM = "linear"
+#: The default name of a synthetic store's standard-error variable, as that problem names it.
+DEFAULT_STDERR = "ols_stderr"
+_BASES = ("reference", "truth")
 
 
 @dataclass(frozen=True)
@@ -38,13 +50,30 @@ class SyntheticMechanism:
     """One mechanism of a synthetic store.
 
     ``sd(n, epsilon)`` is the per-coefficient SD of the noise added on top of
-    ``base`` (``"nonprivate"`` or ``"truth"``); ignored for kind ``nonprivate``.
+    ``base`` (``"reference"``: the non-private estimate, or ``"truth"``);
+    ignored for a non-private mechanism.  ``private``: whether the mechanism is
+    private; None (default) asks the registry what the class of ``kind`` for
+    the store's problem declares, and counts a kind it cannot resolve (a
+    made-up one) as private.
     """
 
     label: str
     kind: str
     sd: Callable[[int, float], float] = lambda n, eps: 0.0
-    base: str = "nonprivate"
+    base: str = "reference"
+    private: bool | None = None
+
+    def __post_init__(self):
+        if self.base not in _BASES:
+            raise ValueError(f"base={self.base!r}; allowed values are {_BASES}")
+
+    def is_private(self, problem: str | None) -> bool:
+        """``private``, or the registry's answer for (``problem``, ``kind``); True when unresolved."""
+        if self.private is not None:
+            return bool(self.private)
+        from .declared import declared_private
+
+        return declared_private(problem, self.kind) is not False
 
 
 def spec_toml(mechanisms: Sequence[SyntheticMechanism], n: Sequence[int], epsilon: Sequence[float], replicates: int, problem: str) -> str:
@@ -72,12 +101,19 @@ def synthetic_dataset(
     sigma: Sequence[float] | None = None,
     seed: int = 0,
     done: Callable[[str, int, float, int], bool] | np.ndarray | None = None,
-    problem: str = "linear",
+    problem: str = DEFAULT_PROBLEM,
+    stderr: str | None = DEFAULT_STDERR,
 ) -> xr.Dataset:
     """Build a store-schema dataset in memory (see the module docstring).
 
     Parameters
     ----------
+    problem : str
+        The problem name the store claims (attributes ``problem`` and ``spec``).
+    stderr : str or None
+        Name of the variable with the non-private estimate's standard errors
+        (dims n, replicate, coef; the store's ``reference_stderr``); None: no
+        such variable, ``reference_stderr = ""``.
     done : callable or bool array, optional
         ``done(label, n, epsilon, replicate) -> bool`` or an array over
         (mechanism, n, epsilon, replicate); unfinished cells hold fill values
@@ -92,14 +128,15 @@ def synthetic_dataset(
     sig = np.ones(d) if sigma is None else np.asarray(sigma, dtype=float)
     ols_se = sig[None, None, :] / np.sqrt(n_arr.astype(float))[:, None, None] * np.ones((N, R, d))
     np_est = theta + ols_se * rng.standard_normal((N, R, d))
+    private = [m.is_private(problem) for m in mechanisms]
     est = np.empty((M, N, E, R, d))
     for i, m in enumerate(mechanisms):
         for a, nv in enumerate(n_arr):
             for b, ev in enumerate(eps_arr):
-                if m.kind == "nonprivate":
+                if not private[i]:
                     est[i, a, b] = np_est[a]
                 else:
-                    centre = np_est[a] if m.base == "nonprivate" else theta
+                    centre = np_est[a] if m.base == "reference" else theta
                     est[i, a, b] = centre + m.sd(int(nv), float(ev)) * rng.standard_normal((R, d))
     err = np.sqrt(((est - theta) ** 2).sum(axis=-1))
     if done is None:
@@ -111,9 +148,12 @@ def synthetic_dataset(
     else:
         mask = np.asarray(done, dtype=bool)
     seconds = rng.uniform(0.01, 0.1, (M, N, E, R))
-    sampler = np.where(np.array([m.kind == "nonprivate" for m in mechanisms])[:, None, None, None], 0, 1) * np.ones((M, N, E, R))
+    sampler = np.where(~np.array(private, dtype=bool)[:, None, None, None], 0, 1) * np.ones((M, N, E, R))
     cell = ("mechanism", "n", "epsilon", "replicate")
     nan_unless = lambda x: np.where(mask, x, np.nan)  # noqa: E731
+    per_data = {"scale": (("n", "replicate"), np.full((N, R), 1.0))}
+    if stderr:
+        per_data[stderr] = (("n", "replicate", "coef"), ols_se)
     ds = xr.Dataset(
         {
             "estimate": (cell + ("coef",), np.where(mask[..., None], est, np.nan)),
@@ -124,8 +164,7 @@ def synthetic_dataset(
             "sampler": (cell, np.where(mask, sampler, -1).astype(np.int8)),
             "done": (cell, mask.astype(np.int8)),
             "failed": (cell, np.zeros((M, N, E, R), dtype=np.int8)),
-            "scale": (("n", "replicate"), np.full((N, R), 1.0)),
-            "ols_stderr": (("n", "replicate", "coef"), ols_se),
+            **per_data,
             "theta_star": (("coef",), theta),
         },
         coords={
@@ -145,6 +184,8 @@ def synthetic_dataset(
         caveats="synthetic store: Gaussian error laws, not a simulation",
         problem=problem,
         kngflow_version="synthetic",
+        nonprivate=json.dumps([m.label for m, p in zip(mechanisms, private) if not p]),
+        reference_stderr=stderr or "",
     )
     return ds
 

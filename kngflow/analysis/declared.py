@@ -1,0 +1,178 @@
+"""What a store declares about its mechanisms and its problem — the one place the analysis asks.
+
+The analysis layer names no problem and no mechanism kind: everything it needs to know about
+them comes from the plug-in contract, through this module.
+
+* :func:`nonprivate_labels` — labels of the non-private reference mechanisms (mechanism classes
+  with ``private = False``); the first is the report's reference.
+* :func:`reference_stderr` — the name of the per-data-set variable (dims n, replicate, coef)
+  holding the non-private reference's standard errors, or None when the problem declares none.
+* :func:`problem_sections` — the Markdown blocks the problem adds to the report
+  (``Problem.report_sections(ds)``).
+
+Stores written by the sweep engine carry the root attributes ``nonprivate`` (JSON list of
+labels) and ``reference_stderr`` (a variable name, ``""`` for none).  Stores written before
+have neither: both are then derived from the store's spec (``spec`` attribute, TOML) and
+problem name (``problem`` attribute) through :mod:`kngflow.registry`, imported lazily, so that
+opening a new store never imports the numerical layers.  Whatever cannot be resolved — a
+plug-in that is not importable where the analysis runs, a spec without kinds — reads as "no
+reference" (the mechanism counts as private; the problem as declaring no standard errors).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import tomllib
+from collections.abc import Mapping
+from typing import Any
+
+import xarray as xr
+
+__all__ = ["nonprivate_labels", "reference_stderr", "problem_name", "problem_sections", "declared_private"]
+
+
+def _labels(ds: xr.Dataset) -> list[str]:
+    return [str(m) for m in ds["mechanism"].values] if "mechanism" in ds.coords else []
+
+
+def _spec(ds: xr.Dataset) -> dict[str, Any]:
+    text = ds.attrs.get("spec")
+    if not isinstance(text, str) or not text.strip():
+        return {}
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return {}
+
+
+def problem_name(ds: xr.Dataset) -> str | None:
+    """The store's problem: its ``problem`` attribute, else the spec's (``problem = "..."`` or
+    ``[problem] name = "..."``); None when neither says."""
+    name = ds.attrs.get("problem")
+    if isinstance(name, str) and name:
+        return name
+    value = _spec(ds).get("problem")
+    if isinstance(value, Mapping):
+        value = value.get("name")
+    return value if isinstance(value, str) and value else None
+
+
+def _cached(func):
+    """Memoise ``func``'s resolved answers (not None: a plug-in may become importable later)."""
+    cache: dict = {}
+
+    @functools.wraps(func)
+    def wrapper(*args):
+        if args in cache:
+            return cache[args]
+        value = func(*args)
+        if value is not None:
+            cache[args] = value
+        return value
+
+    wrapper.cache_clear = cache.clear
+    return wrapper
+
+
+@_cached
+def _private(problem: str | None, kind: str) -> bool | None:
+    """``mechanism_class(problem, kind).private`` (True when the class does not say), or None
+    when the kind cannot be resolved.  Without a problem name, a kind is non-private when every
+    problem of the registry that has it says so."""
+    try:
+        from kngflow.registry import mechanism_class, problem_names
+    except Exception:  # noqa: BLE001 - analysis must work without the numerical layers
+        return None
+    candidates = [problem] if problem is not None else problem_names()
+    answers = []
+    for name in candidates:
+        try:
+            cls = mechanism_class(name, kind)
+        except Exception:  # noqa: BLE001 - unknown kind, plug-in not importable here, ...
+            continue
+        answers.append(getattr(cls, "private", True) is not False)
+    if not answers:
+        return None
+    return any(answers)
+
+
+def declared_private(problem: str | None, kind: str) -> bool | None:
+    """Whether mechanism ``kind`` of problem ``problem`` is private, from the registry (the
+    mechanism class's ``private``); None when the kind cannot be resolved here."""
+    return _private(problem, str(kind))
+
+
+def nonprivate_labels(ds: xr.Dataset) -> list[str]:
+    """Labels of the non-private reference mechanisms of ``ds``, in the order of its
+    ``mechanism`` coordinate (the first is the report's reference; ``[]`` when none).
+
+    From the root attribute ``nonprivate`` (JSON list) when the store has it; otherwise each
+    mechanism's kind (the spec, see :func:`kngflow.analysis.summaries.mechanism_kinds`) is
+    resolved through the registry and the classes with ``private = False`` are kept.
+    """
+    labels = _labels(ds)
+    declared = ds.attrs.get("nonprivate")
+    if declared is not None:
+        try:
+            listed = json.loads(declared) if isinstance(declared, str) else list(declared)
+        except (TypeError, ValueError):
+            listed = None
+        if isinstance(listed, list):
+            listed = {str(x) for x in listed}
+            return [label for label in labels if label in listed]
+    from .summaries import mechanism_kinds
+
+    problem = problem_name(ds)
+    return [label for label, kind in mechanism_kinds(ds).items() if _private(problem, kind) is False]
+
+
+@_cached
+def _problem_reference_stderr(problem: str) -> str | None:
+    try:
+        from kngflow.registry import problem_class
+
+        value = getattr(problem_class(problem), "reference_stderr", None)
+    except Exception:  # noqa: BLE001 - plug-in not importable here: no reference
+        return None
+    return value if isinstance(value, str) and value else None
+
+
+def reference_stderr(ds: xr.Dataset) -> str | None:
+    """Name of the variable with the non-private reference's standard errors, or None.
+
+    From the root attribute ``reference_stderr`` (``""``: none) when the store has it;
+    otherwise the problem class's ``reference_stderr`` (resolved through the registry).
+    The variable need not be present in ``ds`` (check ``name in ds``).
+    """
+    declared = ds.attrs.get("reference_stderr")
+    if declared is not None:
+        return str(declared) or None
+    problem = problem_name(ds)
+    return None if problem is None else _problem_reference_stderr(problem)
+
+
+def problem_sections(ds: xr.Dataset) -> list[str]:
+    """Markdown blocks the store's problem adds to the report: ``report_sections(ds)`` of the
+    problem built from the spec's ``[problem]`` table; ``[]`` when the problem cannot be built
+    here or adds none (a problem class that keeps the base class's method is not built)."""
+    name = problem_name(ds)
+    if name is None:
+        return []
+    try:
+        from kngflow.problems import get_problem
+        from kngflow.problems.base import Problem
+        from kngflow.registry import problem_class
+
+        cls = problem_class(name)
+        method = getattr(cls, "report_sections", None)
+        if method is None or method is getattr(Problem, "report_sections", None):
+            return []
+        table = _spec(ds).get("problem")
+        options = {}
+        if isinstance(table, Mapping) and table.get("name", name) == name:
+            options = {k: v for k, v in table.items() if k != "name"}
+        sections = get_problem(name, **options).report_sections(ds)
+        return [str(s) for s in sections or [] if str(s).strip()]
+    except Exception:  # noqa: BLE001 - a plug-in that fails here costs its sections, not the report
+        return []
