@@ -19,8 +19,8 @@ import xarray as xr
 
 import kngflow.analysis  # noqa: F401  (registers ds.kng)
 from kngflow.analysis import figures, summaries
-from kngflow.analysis.synthetic import SyntheticMechanism as SM
-from kngflow.analysis.synthetic import synthetic_dataset, write_store
+from synthetic import SyntheticMechanism as SM
+from synthetic import synthetic_dataset, write_store
 
 Z975 = 1.959963984540054
 N_GRID = [10**2, 10**3, 10**4, 10**5, 10**6, 10**7]

@@ -19,8 +19,8 @@ import pytest
 import kngflow.analysis  # noqa: F401  (registers ds.kng)
 from kngflow.analysis import declared, figures, summaries
 from kngflow.analysis.report import write_report
-from kngflow.analysis.synthetic import SyntheticMechanism as SM
-from kngflow.analysis.synthetic import synthetic_dataset, write_store
+from synthetic import SyntheticMechanism as SM
+from synthetic import synthetic_dataset, write_store
 from kngflow.problems.base import Problem
 
 #: names the generic layers must not rely on; none of them is in these stores
@@ -51,7 +51,7 @@ def plugin_store(tmp_path_factory):
 
 def test_synthetic_store_declares_reference_and_standard_errors(plugin_store):
     raw, _, ds = plugin_store
-    assert json.loads(ds.attrs["nonprivate"]) == ["truth_ref"]
+    assert json.loads(ds.attrs["nonprivate_labels"]) == ["truth_ref"]
     assert ds.attrs["reference_stderr"] == "widget_se" and "widget_se" in ds
     assert declared.nonprivate_labels(ds) == ["truth_ref"] == ds.kng.nonprivate
     assert summaries.reference_label(ds) == "truth_ref" == ds.kng.reference
@@ -119,7 +119,7 @@ def test_report_without_reference(tmp_path):
     mechs = [SM("p1", "acme.mech:Laplace", lambda n, e: 1 / (e * np.sqrt(n))), SM("p2", "my_gauss", lambda n, e: 1 / n)]
     raw = synthetic_dataset(mechs, n=[100, 1000], epsilon=[0.5, 1.0], replicates=8, d=2, seed=3,
                             problem=PLUGIN_PROBLEM, stderr=None)
-    assert raw.attrs["nonprivate"] == "[]" and raw.attrs["reference_stderr"] == ""
+    assert raw.attrs["nonprivate_labels"] == "[]" and raw.attrs["reference_stderr"] == ""
     write_store(raw, tmp_path / "s.zarr")
     md = write_report(tmp_path / "s.zarr", tmp_path / "out")
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["error_vs_epsilon.png", "error_vs_n.png", "report.md"]
@@ -146,13 +146,13 @@ def test_report_with_reference_but_no_standard_errors(tmp_path):
 def test_store_without_declarations_derives_them_through_the_registry(plugin_store):
     """Stores older than the attributes: built-in kinds resolve, unimportable plug-ins read "no reference"."""
     old = synthetic_dataset([SM("np", "nonprivate"), SM("k", "kng", lambda n, e: 1 / n)], n=[100], replicates=4, d=2)
-    assert json.loads(old.attrs["nonprivate"]) == ["np"]  # the registry's answer for the built-in kinds
-    for key in ("nonprivate", "reference_stderr"):
+    assert json.loads(old.attrs["nonprivate_labels"]) == ["np"]  # the registry's answer for the built-in kinds
+    for key in ("nonprivate_labels", "reference_stderr"):
         del old.attrs[key]
     assert declared.nonprivate_labels(old) == ["np"] and declared.reference_stderr(old) == "ols_stderr"
     raw, _, _ = plugin_store
     bare = raw.copy()
-    for key in ("nonprivate", "reference_stderr"):
+    for key in ("nonprivate_labels", "reference_stderr"):
         del bare.attrs[key]
     assert declared.nonprivate_labels(bare) == [] and declared.reference_stderr(bare) is None
     assert bare.kng.reference is None

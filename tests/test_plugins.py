@@ -86,7 +86,7 @@ def test_outside_mechanism_is_stored_reported_and_recorded(tutorial):
     plugins = json.loads(ds.attrs["plugins"])
     assert [p["module"] for p in plugins] == ["laplace_mean"] and plugins[0]["class"] == "LaplaceMean"
     assert len(plugins[0]["sha256"]) == 64 and plugins[0]["file"].endswith("laplace_mean.py")
-    assert json.loads(ds.attrs["nonprivate"]) == ["nonprivate"]
+    assert json.loads(ds.attrs["nonprivate_labels"]) == ["nonprivate"]
     report = (folder / "compare-report" / "report.md").read_text()
     assert "laplace" in report and "kng_linf" in report
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from kngflow.analysis.report import write_report
-from kngflow.analysis.synthetic import SyntheticMechanism as SM
-from kngflow.analysis.synthetic import synthetic_dataset, write_store
+from synthetic import SyntheticMechanism as SM
+from synthetic import synthetic_dataset, write_store
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -115,7 +115,7 @@ def test_report_on_two_axes_and_without_nonprivate(tmp_path):
     # one faceted figure per kind (a panel per n or per ε), not one file per panel
     assert names == ["error_vs_epsilon.png", "error_vs_n.png", "report.md"]
     assert "- coverage_vs_epsilon.png: skipped, no non-private reference mechanism in the study" in md
-    assert "none (no mechanism of kind nonprivate)" in md
+    assert "none (no mechanism declares private = False)" in md
     assert "ratio to" not in md and "Coverage" not in md
 
 

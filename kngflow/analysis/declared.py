@@ -29,7 +29,8 @@ from typing import Any
 
 import xarray as xr
 
-__all__ = ["nonprivate_labels", "reference_stderr", "problem_name", "problem_sections", "declared_private"]
+__all__ = ["nonprivate_labels", "reference_stderr", "problem_name", "problem_comparisons", "problem_sections",
+           "declared_private"]
 
 
 def _labels(ds: xr.Dataset) -> list[str]:
@@ -112,7 +113,7 @@ def nonprivate_labels(ds: xr.Dataset) -> list[str]:
     resolved through the registry and the classes with ``private = False`` are kept.
     """
     labels = _labels(ds)
-    declared = ds.attrs.get("nonprivate")
+    declared = ds.attrs.get("nonprivate_labels")
     if declared is not None:
         try:
             listed = json.loads(declared) if isinstance(declared, str) else list(declared)
@@ -150,6 +151,19 @@ def reference_stderr(ds: xr.Dataset) -> str | None:
         return str(declared) or None
     problem = problem_name(ds)
     return None if problem is None else _problem_reference_stderr(problem)
+
+
+def problem_comparisons(ds: xr.Dataset) -> dict:
+    """``{title: kinds}``: the groups of mechanism kinds the store's problem wants compared with
+    the reference on their own (its class's ``report_comparisons``; ``{}`` if unresolvable)."""
+    name = problem_name(ds)
+    try:
+        from kngflow.registry import problem_class
+
+        value = dict(problem_class(name).report_comparisons) if name is not None else {}
+    except Exception:  # noqa: BLE001 - plug-in not importable here: no comparisons
+        return {}
+    return {str(t): tuple(k) for t, k in value.items()}
 
 
 def problem_sections(ds: xr.Dataset) -> list[str]:

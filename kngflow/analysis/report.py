@@ -320,6 +320,10 @@ def report_markdown(
     block = ratio_section(ds, [m for m in mechs if m not in nonprivate], summary=summ)
     if block is not None:
         md += [block, ""]
+    for title, group in _declared.problem_comparisons(ds).items():
+        block = ratio_section(ds, [m for m in mechs if kinds.get(m) in group], title=title, summary=summ)
+        if block is not None:
+            md += [block, ""]
 
     # -- coverage --------------------------------------------------------------
     if _coverage_unavailable(ds) is None:

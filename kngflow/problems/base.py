@@ -70,6 +70,9 @@ class Problem:
     """
 
     reference_stderr: ClassVar[str | None] = None
+    #: ``{title: kinds}``: groups of mechanism kinds the report compares with the non-private
+    #: reference in a section of their own (the paper's comparison), besides all private ones
+    report_comparisons: ClassVar[dict] = {}
     #: a built-in problem whose data this problem's ``simulate`` returns (same type and
     #: fields): that problem's mechanism kinds then apply to this one (``"mean"``)
     family: ClassVar[str | None] = None

@@ -312,6 +312,8 @@ class LinearProblem(Problem):
     #: the OLS standard errors: the report's coverage of the non-private reference
     reference_stderr = "ols_stderr"
     audit_defaults = {"d": 2, "protocol": "public_bound", "y_bound": 1.0}
+    #: the KNG paper's Figure 1 comparison
+    report_comparisons = {"KNG and exponential mechanism": ("kng", "exponential")}
 
     @classmethod
     def audit_options(cls, given: dict) -> dict:

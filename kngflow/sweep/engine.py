@@ -315,7 +315,7 @@ def store_attrs(spec: Spec, history: list | None = None) -> dict:
         # delta of each mechanism's privacy claim (0: pure epsilon-DP), read by the analysis and the report
         "delta": json.dumps({label: float(m.privacy_claim().delta) for label, m in mechs.items()}, sort_keys=True),
         # non-private reference estimators, and the data variable with the reference's standard errors
-        "nonprivate": json.dumps([label for label, m in mechs.items() if not m.private]),
+        "nonprivate_labels": json.dumps([label for label, m in mechs.items() if not m.private]),
         "reference_stderr": str(problem.reference_stderr or ""),
         # where each plug-in (a class from outside kngflow) comes from
         "plugins": json.dumps([provenance(cls) for cls in plugin_classes(spec)], sort_keys=True),

@@ -16,7 +16,7 @@ so the quantities the analysis layer estimates are known in closed form:
   (``base="truth"``).
 
 The store declares what the sweep engine declares for a real one: the root
-attributes ``nonprivate`` (JSON list of the non-private labels) and
+attributes ``nonprivate_labels`` (JSON list of the non-private labels) and
 ``reference_stderr`` (the standard-error variable, ``""`` for none).
 
 :func:`write_store` writes such a dataset the way a run does — lazily chunked,
@@ -71,7 +71,7 @@ class SyntheticMechanism:
         """``private``, or the registry's answer for (``problem``, ``kind``); True when unresolved."""
         if self.private is not None:
             return bool(self.private)
-        from .declared import declared_private
+        from kngflow.analysis.declared import declared_private
 
         return declared_private(problem, self.kind) is not False
 
@@ -184,7 +184,7 @@ def synthetic_dataset(
         caveats="synthetic store: Gaussian error laws, not a simulation",
         problem=problem,
         kngflow_version="synthetic",
-        nonprivate=json.dumps([m.label for m, p in zip(mechanisms, private) if not p]),
+        nonprivate_labels=json.dumps([m.label for m, p in zip(mechanisms, private) if not p]),
         reference_stderr=stderr or "",
     )
     return ds
