@@ -19,7 +19,10 @@ their data).  The first half of the steps is burn-in: every :data:`BATCH` sweeps
 one-dimensional random-walk proposals), clipped to ``[1e-12, 2 B]`` (``B`` = ball radius
 or ``4 base_scale``).  The scales are frozen for the second half, so the second half is a
 time-homogeneous Metropolis chain with the target as its stationary law.  Initial scales
-are ``B / 2`` (data independent).
+are ``B / 2`` (data independent).  The proposal, the acceptance test and the tuning are
+the shared kernel of :mod:`kngflow.samplers.metropolis` with its schedule
+:data:`~kngflow.samplers.metropolis.GENERIC` (:data:`~kngflow.samplers.metropolis.PRECOND`
+for the preconditioned variant).
 
 Preconditioned directions (opt in): :func:`precond_metropolis_chains` runs the same
 one-at-a-time scheme along ``d`` directions ``v_1, ..., v_d`` as well as the axes,
@@ -58,13 +61,28 @@ import math
 import numpy as np
 
 from .._jit import jit
+from .metropolis import (
+    GENERIC,
+    PRECOND,
+    TARGET_ACCEPTANCE,
+    accept,
+    acceptance_rate,
+    base_measure,
+    end_sweep,
+    new_tuner,
+    propose_coordinate,
+    record,
+    reset_tuner,
+    settle,
+    start_chain,
+)
 
 __all__ = ["metropolis_chains", "precond_metropolis_chains", "energies", "kng_energy", "loss_energy", "kng_jacobian",
            "gradient_jacobian", "unit_inverse_columns", "knorm", "NORM_CODES", "BATCH", "TARGET_ACCEPTANCE",
            "MIN_DIRECTION_DET"]
 
-BATCH = 20
-TARGET_ACCEPTANCE = 0.44
+#: sweeps between the burn-in's adaptations (:data:`kngflow.samplers.metropolis.GENERIC`)
+BATCH = GENERIC.every
 #: smallest ``|det|`` of the unit preconditioned directions accepted (1 for orthogonal ones)
 MIN_DIRECTION_DET = 1e-3
 NORM_CODES = {"l1": 0, "l2": 1, "linf": 2}
@@ -144,57 +162,28 @@ def metropolis_chains(energy, rng, data, center, B, base_scale, steps, out, acc_
     """
     d = center.shape[0]
     theta = np.empty(d)
-    sig = np.empty(d)
-    nacc = np.empty(d)
+    tuner = new_tuner(d)
+    sig = tuner[0]
     burn = steps // 2
-    gauss = base_scale > 0.0
-    radius = 4.0 * base_scale if gauss else B
-    inv2s2 = 0.5 / (base_scale * base_scale) if gauss else 0.0
+    gauss, radius, inv2s2 = base_measure(B, base_scale)
     for ch in range(out.shape[0]):
-        for i in range(d):
-            theta[i] = center[i]
-            sig[i] = 0.5 * radius
-            nacc[i] = 0.0
+        start_chain(theta, center, tuner, 0.5 * radius)
         l1 = 0.0
         e = energy(theta, data)
-        accepted = 0
-        proposed = 0
         for s in range(steps):
             for j in range(d):
-                tj = theta[j]
-                tn = tj + sig[j] * rng.standard_normal()
+                tj, _, dbase, l1n, inside = propose_coordinate(rng, theta, j, sig[j], center[j], l1, B, gauss, inv2s2)
                 ok = False
-                if gauss:
-                    dbase = ((tn - center[j]) ** 2 - (tj - center[j]) ** 2) * inv2s2
-                    l1n = 0.0
-                else:
-                    dbase = 0.0
-                    l1n = l1 - abs(tj - center[j]) + abs(tn - center[j])
-                if gauss or l1n <= B:
-                    theta[j] = tn
+                if inside:
                     en = energy(theta, data)
-                    de = en - e + dbase
-                    if de <= 0.0 or rng.random() < math.exp(-de):
-                        ok = True
+                    ok = accept(rng, en - e + dbase)
+                    if ok:
                         e = en
                         l1 = l1n
-                    else:
-                        theta[j] = tj
-                if s < burn:
-                    if ok:
-                        nacc[j] += 1.0
-                else:
-                    proposed += 1
-                    if ok:
-                        accepted += 1
-            if s < burn and (s + 1) % BATCH == 0:
-                for j in range(d):
-                    sig[j] *= math.exp(2.0 * (nacc[j] / BATCH - TARGET_ACCEPTANCE))
-                    sig[j] = min(max(sig[j], 1e-12), 2.0 * radius)
-                    nacc[j] = 0.0
-        for i in range(d):
-            out[ch, i] = theta[i]
-        acc_out[ch] = accepted / proposed if proposed > 0 else np.nan
+                settle(tuner, theta, j, tj, ok, s < burn)
+            end_sweep(tuner, GENERIC, s, burn, radius)
+        out[ch, :] = theta
+        acc_out[ch] = acceptance_rate(tuner)
 
 
 @functools.cache
@@ -324,20 +313,15 @@ def precond_metropolis_chains(energy, jacobian, rng, data, center, B, base_scale
     d = center.shape[0]
     theta = np.empty(d)
     prop = np.empty(d)
-    sig = np.empty(2 * d)
-    nacc = np.empty(2 * d)
+    tuner = new_tuner(2 * d)
+    sig = tuner[0]
     J = np.empty((d, d))
     V = np.empty((d, d))
     W = np.empty((d, d))
     burn = steps // 2
-    gauss = base_scale > 0.0
-    radius = 4.0 * base_scale if gauss else B
-    inv2s2 = 0.5 / (base_scale * base_scale) if gauss else 0.0
-    per_batch = BATCH // 2
+    gauss, radius, inv2s2 = base_measure(B, base_scale)
     for ch in range(out.shape[0]):
-        for i in range(2 * d):
-            sig[i] = 0.5 * radius
-            nacc[i] = 0.0
+        reset_tuner(tuner, 0.5 * radius)
         for i in range(d):
             theta[i] = center[i]
             for k in range(d):
@@ -345,8 +329,6 @@ def precond_metropolis_chains(energy, jacobian, rng, data, center, B, base_scale
         _update_directions(jacobian, theta, data, J, V, W)
         q = 0.0  # ||theta - center||_2^2 (Gaussian base)
         e = energy(theta, data)
-        accepted = 0
-        proposed = 0
         for s in range(steps):
             axes = s % 2 == 1
             for j in range(d):
@@ -366,28 +348,14 @@ def precond_metropolis_chains(energy, jacobian, rng, data, center, B, base_scale
                 if gauss or l1n <= B:
                     dbase = (qn - q) * inv2s2 if gauss else 0.0
                     en = energy(prop, data)
-                    de = en - e + dbase
-                    if de <= 0.0 or rng.random() < math.exp(-de):
-                        ok = True
+                    ok = accept(rng, en - e + dbase)
+                    if ok:
                         e = en
                         q = qn
-                        for i in range(d):
-                            theta[i] = prop[i]
-                if s < burn:
-                    if ok:
-                        nacc[k] += 1.0
-                else:
-                    proposed += 1
-                    if ok:
-                        accepted += 1
-            if s < burn and (s + 1) % BATCH == 0:
-                for k in range(2 * d):
-                    sig[k] *= math.exp(2.0 * (nacc[k] / per_batch - TARGET_ACCEPTANCE))
-                    sig[k] = min(max(sig[k], 1e-12), 2.0 * radius)
-                    nacc[k] = 0.0
+                        theta[:] = prop
+                record(tuner, k, ok, s < burn)
+            if end_sweep(tuner, PRECOND, s, burn, radius):
                 _update_directions(jacobian, theta, data, J, V, W)
-        for i in range(d):
-            out[ch, i] = theta[i]
-            for k in range(d):
-                dir_out[ch, i, k] = V[i, k]
-        acc_out[ch] = accepted / proposed if proposed > 0 else np.nan
+        out[ch, :] = theta
+        dir_out[ch] = V
+        acc_out[ch] = acceptance_rate(tuner)

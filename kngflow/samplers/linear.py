@@ -43,6 +43,16 @@ import numpy as np
 
 from .._jit import jit
 from ..noise import draw_l1_into, draw_l2_into, draw_linf_into
+from .metropolis import (
+    LINEAR,
+    accept,
+    acceptance_rate,
+    end_sweep,
+    new_tuner,
+    propose_coordinate,
+    reset_tuner,
+    settle,
+)
 from .truncnorm import truncnorm
 
 KIND_KNG_L1 = 0
@@ -372,7 +382,9 @@ def metropolis_chains(rng, G, c, a, B, kind, steps, out, acc_out):
     """Run ``out.shape[0]`` independent one-at-a-time random-walk Metropolis chains.
 
     ``steps`` sweeps per chain; the first half is burn-in, during which each
-    coordinate's proposal scale is adapted every 25 sweeps toward acceptance 0.44;
+    coordinate's proposal scale is adapted every 25 sweeps toward acceptance 0.44
+    (the shared kernel of :mod:`kngflow.samplers.metropolis` with its schedule
+    :data:`~kngflow.samplers.metropolis.LINEAR`: gain 1, scales at most ``2 B``);
     scales are frozen afterwards, so the second half is a valid Metropolis chain.
     Final states go to ``out``; post-burn-in acceptance rates to ``acc_out``.
     """
@@ -380,16 +392,15 @@ def metropolis_chains(rng, G, c, a, B, kind, steps, out, acc_out):
     theta = np.empty(d)
     r = np.empty(d)
     rp = np.empty(d)
-    sig = np.empty(d)
-    nacc = np.empty(d)
+    tuner = new_tuner(d)
+    sig = tuner[0]
     burn = steps // 2
-    batch = 25
     for ch in range(out.shape[0]):
         l1 = 0.0
+        reset_tuner(tuner, 0.5 * B)
         for i in range(d):
             theta[i] = 0.0
             r[i] = -c[i]
-            nacc[i] = 0.0
             gmax = 0.0
             for k in range(d):
                 if abs(G[i, k]) > gmax:
@@ -403,17 +414,12 @@ def metropolis_chains(rng, G, c, a, B, kind, steps, out, acc_out):
                 s0 = 1.0 / (a * gmax)
             sig[i] = min(0.5 * B, s0)
         e = _norm(r, kind) if kind != KIND_EXP else 0.0
-        accepted = 0
-        proposed = 0
         for s in range(steps):
             for j in range(d):
-                delta = sig[j] * rng.standard_normal()
-                tj = theta[j]
-                tn = tj + delta
-                l1n = l1 - abs(tj) + abs(tn)
+                tj, delta, _, l1n, inside = propose_coordinate(rng, theta, j, sig[j], 0.0, l1, B, False, 0.0)
                 ok = False
                 en = e
-                if l1n <= B:
+                if inside:
                     if kind == KIND_EXP:
                         de = a * (2.0 * delta * r[j] + delta * delta * G[j, j])
                     else:
@@ -421,10 +427,8 @@ def metropolis_chains(rng, G, c, a, B, kind, steps, out, acc_out):
                             rp[i] = r[i] + delta * G[j, i]
                         en = _norm(rp, kind)
                         de = a * (en - e)
-                    if de <= 0.0 or rng.random() < math.exp(-de):
-                        ok = True
+                    ok = accept(rng, de)
                 if ok:
-                    theta[j] = tn
                     l1 = l1n
                     if kind == KIND_EXP:
                         for i in range(d):
@@ -433,19 +437,7 @@ def metropolis_chains(rng, G, c, a, B, kind, steps, out, acc_out):
                         for i in range(d):
                             r[i] = rp[i]
                         e = en
-                if s < burn:
-                    if ok:
-                        nacc[j] += 1.0
-                else:
-                    proposed += 1
-                    if ok:
-                        accepted += 1
-            if s < burn and (s + 1) % batch == 0:
-                for j in range(d):
-                    sig[j] *= math.exp(nacc[j] / batch - 0.44)
-                    if sig[j] > 2.0 * B:
-                        sig[j] = 2.0 * B
-                    nacc[j] = 0.0
-        for i in range(d):
-            out[ch, i] = theta[i]
-        acc_out[ch] = accepted / proposed if proposed > 0 else np.nan
+                settle(tuner, theta, j, tj, ok, s < burn)
+            end_sweep(tuner, LINEAR, s, burn, B)
+        out[ch, :] = theta
+        acc_out[ch] = acceptance_rate(tuner)

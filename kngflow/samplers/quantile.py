@@ -45,8 +45,19 @@ import math
 import numpy as np
 
 from .._jit import jit
-from .generic import BATCH, TARGET_ACCEPTANCE, knorm
+from .generic import knorm
 from .linear import _draw_seg, _log_seg_mass
+from .metropolis import (
+    GENERIC,
+    accept,
+    acceptance_rate,
+    base_measure,
+    end_sweep,
+    new_tuner,
+    propose_coordinate,
+    settle,
+    start_chain,
+)
 
 __all__ = [
     "TARGET_KNG",
@@ -627,8 +638,9 @@ def qr_metropolis_chains(rng, X, y, tau, a, center, B, base_scale, target, code,
 
     Same chain, draw for draw, as :func:`kngflow.samplers.generic.metropolis_chains` with
     the energy ``a ||g||_K`` (``target`` KNG) or ``a l_n`` (exponential): same start,
-    proposals, tuning and acceptance tests; only the energy is evaluated faster (equal up
-    to floating-point rounding).  Rows whose residual at a reference point ``theta_ref``
+    proposals, tuning and acceptance tests (the shared kernel of
+    :mod:`kngflow.samplers.metropolis`, schedule :data:`~kngflow.samplers.metropolis.GENERIC`);
+    only the energy is evaluated faster (equal up to floating-point rounding).  Rows whose residual at a reference point ``theta_ref``
     exceeds ``W`` in absolute value keep their sign while ``||theta - theta_ref||_1 < W``
     (``|x_ij| <= 1``), so their part of ``g`` is constant and their part of ``l_n`` is
     linear in ``theta``; only the band ``|r_i(theta_ref)| <= W`` is revisited per proposal
@@ -653,36 +665,21 @@ def qr_metropolis_chains(rng, X, y, tau, a, center, B, base_scale, target, code,
     theta = np.empty(d)
     dref = np.empty(d)
     g = np.empty(d)
-    sig = np.empty(d)
-    nacc = np.empty(d)
+    tuner = new_tuner(d)
+    sig = tuner[0]
     burn = steps // 2
-    gauss = base_scale > 0.0
-    radius = 4.0 * base_scale if gauss else B
-    inv2s2 = 0.5 / (base_scale * base_scale) if gauss else 0.0
+    gauss, radius, inv2s2 = base_measure(B, base_scale)
     for ch in range(out.shape[0]):
-        for i in range(d):
-            theta[i] = center[i]
-            sig[i] = 0.5 * radius
-            nacc[i] = 0.0
+        start_chain(theta, center, tuner, 0.5 * radius)
         cur = 0  # which band buffer is current
         e = _qr_build(X, y, tau, a, target, code, theta, BAND_WIDTH * sig.sum(), cap, cur,
                       idx, rb, out_g, out_h, ms, c0s, Ws, ref, rs, g, dref)
         l1 = 0.0
-        accepted = 0
-        proposed = 0
         for s in range(steps):
             for j in range(d):
-                tj = theta[j]
-                tn = tj + sig[j] * rng.standard_normal()
+                tj, _, dbase, l1n, inside = propose_coordinate(rng, theta, j, sig[j], center[j], l1, B, gauss, inv2s2)
                 ok = False
-                if gauss:
-                    dbase = ((tn - center[j]) ** 2 - (tj - center[j]) ** 2) * inv2s2
-                    l1n = 0.0
-                else:
-                    dbase = 0.0
-                    l1n = l1 - abs(tj - center[j]) + abs(tn - center[j])
-                if gauss or l1n <= B:
-                    theta[j] = tn
+                if inside:
                     dist = 0.0
                     for k in range(d):
                         dref[k] = theta[k] - ref[cur, k]
@@ -695,14 +692,13 @@ def qr_metropolis_chains(rng, X, y, tau, a, center, B, base_scale, target, code,
                         else:
                             en = a * qr_loss(theta, args)
                     elif inband:
-                        en = _qr_band_energy(X, tau, a, target, code, idx[cur], rb[cur], ms[cur], j, tn - tj, rs, g,
+                        en = _qr_band_energy(X, tau, a, target, code, idx[cur], rb[cur], ms[cur], j, theta[j] - tj, rs, g,
                                              out_g[cur], out_h[cur], c0s[cur], dref)
                     else:  # rebuild at the proposal into the other buffer
                         en = _qr_build(X, y, tau, a, target, code, theta, BAND_WIDTH * sig.sum(), cap, 1 - cur,
                                        idx, rb, out_g, out_h, ms, c0s, Ws, ref, rs, g, dref)
-                    de = en - e + dbase
-                    if de <= 0.0 or rng.random() < math.exp(-de):
-                        ok = True
+                    ok = accept(rng, en - e + dbase)
+                    if ok:
                         e = en
                         l1 = l1n
                         if inband:
@@ -710,25 +706,12 @@ def qr_metropolis_chains(rng, X, y, tau, a, center, B, base_scale, target, code,
                             rb[cur, :m] = rs[:m]
                         elif ms[cur] >= 0:
                             cur = 1 - cur
-                    else:
-                        theta[j] = tj
-                if s < burn:
-                    if ok:
-                        nacc[j] += 1.0
-                else:
-                    proposed += 1
-                    if ok:
-                        accepted += 1
-            if s < burn and (s + 1) % BATCH == 0:
-                for j in range(d):
-                    sig[j] *= math.exp(2.0 * (nacc[j] / BATCH - TARGET_ACCEPTANCE))
-                    sig[j] = min(max(sig[j], 1e-12), 2.0 * radius)
-                    nacc[j] = 0.0
+                settle(tuner, theta, j, tj, ok, s < burn)
+            if end_sweep(tuner, GENERIC, s, burn, radius):
                 W = BAND_WIDTH * sig.sum()
                 if ms[cur] < 0 or Ws[cur] > 4.0 * W:  # scales shrank: a narrower band
                     cur = 1 - cur
                     _qr_build(X, y, tau, a, target, code, theta, W, cap, cur, idx, rb, out_g, out_h, ms, c0s, Ws,
                               ref, rs, g, dref)
-        for i in range(d):
-            out[ch, i] = theta[i]
-        acc_out[ch] = accepted / proposed if proposed > 0 else np.nan
+        out[ch, :] = theta
+        acc_out[ch] = acceptance_rate(tuner)
