@@ -33,6 +33,7 @@ _WHERE = {
     "side_channel_audit": "blackbox",
     "clopper_pearson": "blackbox",
     "loss_lower_bound": "blackbox",
+    "audit_callable": "blackbox",
 }
 
 __all__ = list(_WHERE)

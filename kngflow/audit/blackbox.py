@@ -3,21 +3,29 @@ r"""Black-box privacy audits: sample releases, bound the privacy loss from below
 For adjacent data sets ``D, D'`` an ε-DP mechanism satisfies
 ``P_D(E) <= e^ε P_D'(E)`` for every event ``E``.  The audit
 
-1. picks the pair: among candidate pairs (small data sets, a boundary record changed,
-   :func:`~kngflow.audit.pairs.candidate_pairs`), the one whose releases move most —
-   largest smoothed log ratio of binned frequencies on a small scoring sample;
-2. draws a separate *pilot* sample on ``D`` and ``D'`` and fixes, from it alone, up to four
-   directions (Fisher direction ``S^+ (m_D - m_D')``, mean difference, first and last
-   principal axes of the pooled pilot) and, per direction, bin edges at pooled-pilot
-   quantiles;
-3. draws ``draws`` fresh releases on each side and counts, for every direction ``k``
-   and bin ``b``, ``N_D(k, b)`` and ``N_D'(k, b)``;
-4. reports ``max log(lo_D(E) / hi_D'(E))`` over events and both orientations, with
-   ``lo``/``hi`` one-sided Clopper–Pearson bounds at level ``alpha / (2 m)``, ``m`` the
-   number of (direction, bin, orientation) triples (Bonferroni).  With probability at
-   least ``1 - alpha`` every bound holds at once, so the reported value is a lower
-   confidence bound on the privacy loss: an ε-DP mechanism is flagged (bound > ε) with
-   probability at most ``alpha``.
+1. picks the pair (unless given): random restarts over candidate pairs of the problem's
+   records, then local moves (the changed record or its replacement becomes another
+   record of the domain; the other records change), each pair scored on a small sample
+   of releases by the bound its best event would give
+   (:func:`~kngflow.audit.search.search_pair`);
+2. draws a separate *pilot* sample on ``D`` and ``D'`` (in alternating batches) and
+   chooses, from it alone, the events: its first half fits statistics of a release
+   (projections on the mean difference, Fisher and principal directions and the axes, a
+   Gaussian and a kernel log likelihood ratio, histogram log likelihood ratios), its second half the
+   threshold events ``{s > t}``, ``{s <= t}`` and orientations whose bound on ``draws``
+   fresh releases is predicted largest (:func:`~kngflow.audit.search.select_events`);
+3. draws ``draws`` fresh releases on each side and counts each chosen event;
+4. reports ``max log((lo_D(E) - δ) / hi_D'(E))`` over the ``k`` chosen events in their
+   orientations, with ``lo``/``hi`` one-sided Clopper–Pearson bounds at level
+   ``alpha / (2 k)`` (Bonferroni).  The events depend on the pilot only, so with
+   probability at least ``1 - alpha`` every bound holds at once and the reported value is
+   a lower confidence bound on the privacy loss: an ε-DP mechanism is flagged (bound > ε)
+   with probability at most ``alpha``.
+
+The bound is on the loss of the searched pair and events only: a pass is evidence, not
+proof, of privacy; a flag is a proof of a violation at confidence ``1 - alpha`` (for the
+law the mechanism samples).  :func:`audit_callable` runs steps 2–4 on any release
+function and two given inputs.
 
 Mechanisms whose sampler is approximate (MCMC fallbacks) are audited as they run: the
 guarantee then concerns the law they actually sample.
@@ -35,12 +43,20 @@ import numpy as np
 from scipy import stats as sps
 
 from .exact import AuditResult
-from .pairs import AdjacentPair, audit_view, candidate_pairs
+from .pairs import AdjacentPair, audit_view
+from .search import best_predicted, clean, search_pair, select_events, statistics
 
-__all__ = ["clopper_pearson", "loss_lower_bound", "blackbox_audit", "side_channel_audit", "sample_releases"]
+__all__ = ["clopper_pearson", "loss_lower_bound", "blackbox_audit", "side_channel_audit", "audit_callable",
+           "sample_releases", "planned_releases"]
 
 #: Default family-wise error of one audit (probability of flagging an ε-DP mechanism).
 ALPHA = 1e-5
+#: Default fresh releases per side (a Laplace mechanism run at 2ε is flagged).
+DRAWS = 100_000
+#: Events chosen on the pilot and counted on the fresh draws.
+EVENTS = 4
+#: Releases drawn on one side before switching to the other.
+BATCH = 500
 _SAMPLER_CODES = {"none": 0.0, "exact": 1.0, "gibbs": 2.0, "metropolis": 3.0}
 
 
@@ -71,13 +87,20 @@ def loss_lower_bound(counts_a: np.ndarray, counts_b: np.ndarray, n: int, alpha: 
     return float(max(0.0, np.max(r)))
 
 
-def sample_releases(mechanism, problem, records, epsilon, rng, size, progress=None):
-    """``size`` releases on the data set ``records``: estimates (size, d) and the other
-    outputs as a dict of float arrays (``info`` fields, ``sampler`` as its code, and the
-    wall time of each call as ``seconds``)."""
-    data = problem.audit_data(records)
+def _delta(mechanism) -> float:
+    """The δ the mechanism claims (0: pure ε-DP); the audit bounds ε at that δ."""
+    return float(getattr(mechanism, "delta", 0.0))
+
+
+def _pilot_size(draws: int, pilot: int | None) -> int:
+    return int(pilot) if pilot is not None else max(1000, min(draws // 5, 20_000))
+
+
+def _releases(mechanism, data, epsilon, rng, size):
+    """``size`` releases on ``data``: estimates (size, d) and the other outputs as a dict of
+    float arrays (``info`` fields, ``sampler`` as its code, wall time as ``seconds``)."""
     est, side = [], {}
-    for i in range(size):
+    for _ in range(size):
         t = time.perf_counter()
         rel = mechanism.release(data, epsilon, rng)
         dt = time.perf_counter() - t
@@ -85,86 +108,129 @@ def sample_releases(mechanism, problem, records, epsilon, rng, size, progress=No
         for k, v in rel.diagnostics().items():
             side.setdefault(k, []).append(_SAMPLER_CODES.get(v, np.nan) if isinstance(v, str) else float(v))
         side.setdefault("seconds", []).append(dt)
-        if progress and (i + 1) % 100 == 0:
-            progress(100)
-    if progress and size % 100:
-        progress(size % 100)
-    return np.array(est), {k: np.array(v) for k, v in side.items()}
+    return np.array(est, dtype=float).reshape(size, -1), {k: np.array(v) for k, v in side.items()}
 
 
-def _directions(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Up to four unit directions from pilot samples (rows) of the two sides."""
-    d = a.shape[1]
-    if d == 1:
-        return np.ones((1, 1))
-    diff = a.mean(0) - b.mean(0)
-    pooled = np.vstack([a, b])
-    cov = np.cov(pooled, rowvar=False)
-    _, vecs = np.linalg.eigh(cov)
-    cands = [np.linalg.pinv(0.5 * (np.cov(a, rowvar=False) + np.cov(b, rowvar=False))) @ diff, diff, vecs[:, -1], vecs[:, 0]]
-    out = []
-    for v in cands:
-        nv = np.linalg.norm(v)
-        if nv > 0 and np.isfinite(nv):
-            v = v / nv
-            if all(abs(v @ u) < 1 - 1e-9 for u in out):
-                out.append(v)
-    return np.array(out) if out else np.eye(d)[:1]
+def sample_releases(mechanism, problem, records, epsilon, rng, size, progress=None):
+    """``size`` releases on the data set ``records``: estimates (size, d) and the other
+    outputs as a dict of float arrays (``info`` fields, ``sampler`` as its code, and the
+    wall time of each call as ``seconds``)."""
+    data = problem.audit_data(records)
+    parts = []
+    for start in range(0, size, BATCH):
+        k = min(BATCH, size - start)
+        parts.append(_releases(mechanism, data, epsilon, rng, k))
+        if progress:
+            progress(k)
+    return _join(parts)
 
 
-def _counts(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    return np.bincount(np.searchsorted(edges, x, side="right"), minlength=len(edges) + 1)
+def _join(parts):
+    if not parts:
+        return np.empty((0, 0)), {}
+    est = np.vstack([p[0] for p in parts])
+    keys = set().union(*(p[1] for p in parts))
+    side = {k: np.concatenate([p[1].get(k, np.full(len(p[0]), np.nan)) for p in parts]) for k in keys}
+    return est, side
 
 
-def _edges(pilot: np.ndarray, bins: int) -> np.ndarray:
-    return np.unique(np.quantile(pilot, np.linspace(0, 1, bins + 1)[1:-1]))
+def _draw_both(draw_a, draw_b, size, progress):
+    """``size`` draws on each side, in alternating batches (slow drifts of the machine —
+    timings, caches — then fall on both sides alike)."""
+    pa, pb = [], []
+    for start in range(0, size, BATCH):
+        k = min(BATCH, size - start)
+        pa.append(draw_a(k))
+        pb.append(draw_b(k))
+        if progress:
+            progress(2 * k)
+    return _join(pa), _join(pb)
 
 
-def _test(a, b, pa, pb, bins, alpha, delta=0.0):
-    """Loss lower bound (at ``delta``) from main samples a, b (n, k) with directions/edges from pilots."""
-    dirs = _directions(pa, pb)
-    ca, cb = [], []
-    for v in dirs:
-        edges = _edges(np.concatenate([pa @ v, pb @ v]), bins)
-        ca.append(_counts(a @ v, edges))
-        cb.append(_counts(b @ v, edges))
-    return loss_lower_bound(np.concatenate(ca), np.concatenate(cb), a.shape[0], alpha, delta)
+def _event_test(pa, pb, a, b, alpha, delta=0.0, events=EVENTS):
+    """Lower confidence bound on the loss (at ``delta``) and its details.
 
-
-def _score(a: np.ndarray, b: np.ndarray, bins: int = 5) -> float:
-    """How far apart two small samples are: the largest add-one-smoothed log ratio of
-    pooled-quantile bin frequencies over the coordinates and the mean-difference direction."""
-    dirs = [np.eye(a.shape[1])[j] for j in range(a.shape[1])]
-    diff = a.mean(0) - b.mean(0)
-    if np.linalg.norm(diff) > 0:
-        dirs.append(diff / np.linalg.norm(diff))
+    Pilots ``pa``, ``pb`` (rows) choose the events: their first halves fit the statistics
+    (:func:`~kngflow.audit.search.statistics`), their second halves the thresholds and
+    orientations (:func:`~kngflow.audit.search.select_events`).  The fresh samples ``a``,
+    ``b`` are counted once per chosen event; each of its two Clopper–Pearson bounds holds
+    at level ``alpha / (2 k)`` (``k`` events), so all hold at once w.p. >= 1 - alpha.
+    """
+    cl = clean(np.vstack([pa, pb]))
+    pa, pb, a, b = cl(pa), cl(pb), cl(a), cl(b)
+    ha, hb = len(pa) // 2, len(pb) // 2
+    stats = statistics(pa[:ha], pb[:hb])
+    na, nb = len(a), len(b)
+    chosen = select_events(stats, pa[ha:], pb[hb:], min(na, nb), alpha / (2 * events), delta, events)
+    info = {"events": [], "pilot": (len(pa), len(pb))}
+    if not chosen or na == 0 or nb == 0:
+        return 0.0, info
+    level = alpha / (2 * len(chosen))
     best = 0.0
-    for v in dirs:
-        edges = _edges(np.concatenate([a @ v, b @ v]), bins)
-        ca, cb = _counts(a @ v, edges) + 1.0, _counts(b @ v, edges) + 1.0
-        best = max(best, float(np.max(np.abs(np.log(ca) - np.log(cb)))))
-    return best
+    for ev in chosen:
+        ka, kb = int(ev.indicator(a).sum()), int(ev.indicator(b).sum())
+        (num, n_num), (den, n_den) = ((ka, na), (kb, nb)) if ev.forward else ((kb, nb), (ka, na))
+        lo, _ = clopper_pearson(np.array([num]), n_num, level)
+        _, hi = clopper_pearson(np.array([den]), n_den, level)
+        with np.errstate(divide="ignore"):
+            b_ev = float(np.log(max(lo[0] - delta, 0.0)) - np.log(hi[0]))
+        info["events"].append({"event": ev.describe(), "orientation": "D over D'" if ev.forward else "D' over D",
+                               "count_D": ka, "count_D'": kb, "draws": (na, nb), "predicted": ev.predicted,
+                               "bound": max(b_ev, 0.0)})
+        best = max(best, b_ev)
+    top = max(info["events"], key=lambda e: e["bound"])
+    info["event"] = top["event"]
+    kb_top = top["count_D'"]
+    info["notes"] = [(f"event: {top['event']} ({top['orientation']}): {top['count_D']} of {na} fresh releases "
+                      f"on D, {kb_top} of {nb} on D'")]
+    return max(best, 0.0), info
 
 
-def _collect(mechanism, problem, epsilon, pair, *, draws, pilot, candidates, score_draws, seed, extract,
-             progress):
-    """The pair (chosen by ``extract``-ed scores when None) and the pilot and main samples
-    on both sides, each an ``(estimates, other outputs)`` tuple."""
+def _pair_score(extract, sampler, size, n, level, delta, progress):
+    """Score of a pair: the best predicted bound of a projection event on ``size`` releases
+    per side (-inf when the problem rejects a data set of the pair)."""
+
+    def score(p):
+        try:
+            (ea, sa), (eb, sb) = sampler(p, size, progress)
+        except ValueError:
+            return -np.inf
+        a, b = extract(ea, sa), extract(eb, sb)
+        cl = clean(np.vstack([a, b]))
+        return best_predicted(cl(a), cl(b), n, level, delta)
+
+    return score
+
+
+def _collect(mechanism, problem, epsilon, pair, *, draws, pilot, candidates, moves, score_draws, seed, extract,
+             delta, alpha, progress):
+    """The pair (searched on ``extract``-ed releases when None), search details, and the
+    pilot and main samples on both sides, each an ``(estimates, other outputs)`` tuple."""
     problem = audit_view(mechanism, problem)
     rng = np.random.default_rng(seed)
+
+    def sampler(p, size, prog):
+        A, B = (problem.audit_data(X) for X in p.datasets())
+        return _draw_both(lambda k: _releases(mechanism, A, epsilon, rng, k),
+                          lambda k: _releases(mechanism, B, epsilon, rng, k), size, prog)
+
+    search = {}
     if pair is None:
-        best = -np.inf
-        for p in candidate_pairs(problem, rng, candidates, problem.d):
-            a, b = (extract(*sample_releases(mechanism, problem, D, epsilon, rng, score_draws)) for D in p.datasets())
-            if progress:
-                progress(2 * score_draws)
-            s = _score(a, b)
-            if s > best:
-                best, pair = s, p
-    D, D2 = pair.datasets()
-    samples = [sample_releases(mechanism, problem, X, epsilon, rng, size, progress)
-               for size in (pilot, draws) for X in (D, D2)]
-    return pair, samples
+        score = _pair_score(extract, sampler, score_draws, draws, alpha / (2 * EVENTS), delta, progress)
+        pair, best, tried = search_pair(score, problem, rng, restarts=candidates,
+                                        moves=candidates if moves is None else moves, min_size=problem.d)
+        search = {"pairs_scored": tried, "pair_score": best}
+    pilots = sampler(pair, pilot, progress)
+    mains = sampler(pair, draws, progress)
+    return pair, search, (*pilots, *mains)
+
+
+def planned_releases(draws: int, pilot: int | None = None, *, pair_given: bool = False, candidates: int = 8,
+                     moves: int | None = None, score_draws: int = 200) -> int:
+    """Releases one :func:`blackbox_audit` makes with these settings (for a progress bar);
+    the pair search may stop early, making fewer."""
+    search = 0 if pair_given else 2 * score_draws * (candidates + (candidates if moves is None else moves))
+    return search + 2 * (draws + _pilot_size(draws, pilot))
 
 
 def blackbox_audit(
@@ -174,16 +240,18 @@ def blackbox_audit(
     *,
     run_epsilon: float | None = None,
     pair: AdjacentPair | None = None,
-    draws: int = 20_000,
-    pilot: int = 2_000,
+    draws: int = DRAWS,
+    pilot: int | None = None,
     candidates: int = 8,
+    moves: int | None = None,
     score_draws: int = 200,
     bins: int = 10,
     alpha: float = ALPHA,
+    events: int = EVENTS,
     seed: int = 0,
     progress=None,
 ) -> AuditResult:
-    """Black-box audit of the released record (the estimate) on one adjacent pair.
+    """Black-box audit of the released record (the estimate).
 
     Parameters
     ----------
@@ -191,23 +259,30 @@ def blackbox_audit(
     problem : object with ``d``, ``audit_records()`` and ``audit_data(records)``.
     epsilon : declared ε; ``run_epsilon`` is the one the mechanism runs at (default ε;
         a negative control runs at ``2 epsilon``).
-    pair : the adjacent pair; default the candidate that moves the release most.
-    draws, pilot : releases per side for the test and for choosing directions and bins.
-    candidates, score_draws : pairs scored, and releases per side to score each.
-    bins : pooled-quantile bins per direction.  alpha : family-wise error.
+    pair : the adjacent pair; default: searched (``candidates`` random pairs, then
+        ``moves`` local moves, default ``candidates``; ``score_draws`` releases per side
+        score a pair).
+    draws : fresh releases per side counted for the bound (default 100 000: a Laplace
+        mechanism run at 2ε is flagged with probability about 1).
+    pilot : releases per side that choose the events (default ``draws / 5``, between
+        1 000 and 20 000).  events : events counted on the fresh draws (Bonferroni).
+    bins : unused (the binned test it set is replaced by the event search); kept for callers.
+    alpha : family-wise error: an ε-DP mechanism is flagged w.p. at most ``alpha``.
     progress : optional callable ``progress(releases_done)``.
 
     A mechanism with ``delta > 0`` ((ε, δ)-DP) is tested at its δ: the bound is on ε given
-    that δ (:func:`loss_lower_bound`).
+    that δ (``P_D(E) <= e^ε P_D'(E) + δ``).
     """
     run = float(epsilon if run_epsilon is None else run_epsilon)
-    pair, samples = _collect(mechanism, problem, run, pair, draws=draws, pilot=pilot, candidates=candidates,
-                             score_draws=score_draws, seed=seed, extract=lambda e, side: e, progress=progress)
+    delta = _delta(mechanism)
+    pilot = _pilot_size(draws, pilot)
+    pair, search, samples = _collect(mechanism, problem, run, pair, draws=draws, pilot=pilot, candidates=candidates,
+                                     moves=moves, score_draws=score_draws, seed=seed,
+                                     extract=lambda e, side: e, delta=delta, alpha=alpha, progress=progress)
     (pa, _), (pb, _), (a, _), (b, _) = samples
-    delta = float(getattr(mechanism, "delta", 0.0))
-    bound = _test(a, b, pa, pb, bins, alpha, delta)
+    bound, info = _event_test(pa, pb, a, b, alpha, delta, events)
     return AuditResult("black-box", repr(mechanism), float(epsilon), bound, 0.0, pair, bool(bound <= epsilon),
-                       {"run_epsilon": run, "draws": draws, "alpha": alpha, "delta": delta})
+                       {"run_epsilon": run, "draws": draws, "alpha": alpha, "delta": delta, **info, **search})
 
 
 def side_channel_audit(
@@ -217,8 +292,9 @@ def side_channel_audit(
     *,
     pair: AdjacentPair | None = None,
     draws: int = 5_000,
-    pilot: int = 1_000,
+    pilot: int | None = 1_000,
     candidates: int = 8,
+    moves: int | None = None,
     score_draws: int = 200,
     bins: int = 10,
     alpha: float = ALPHA,
@@ -231,20 +307,64 @@ def side_channel_audit(
     ``(lower bound, data_dependent)``, where data dependence means a bound above ε
     (Bonferroni over the fields and the record).  ``passed`` refers to the released
     record only: the audit passes when the record's bound is at most ε, whatever the
-    diagnostics show — they are not part of the release.
+    diagnostics show — they are not part of the release.  The pair, when searched, is the
+    one whose other outputs differ most.
     """
 
     def side_only(e, side):
         return np.column_stack([side[k] for k in sorted(side)])
 
-    pair, samples = _collect(mechanism, problem, epsilon, pair, draws=draws, pilot=pilot, candidates=candidates,
-                             score_draws=score_draws, seed=seed, extract=side_only, progress=progress)
+    pilot = _pilot_size(draws, pilot)
+    pair, search, samples = _collect(mechanism, problem, epsilon, pair, draws=draws, pilot=pilot,
+                                     candidates=candidates, moves=moves, score_draws=score_draws, seed=seed,
+                                     extract=side_only, delta=0.0, alpha=alpha, progress=progress)
     (pa, sa), (pb, sb), (a, ta), (b, tb) = samples
     level = alpha / (len(ta) + 1)
-    record = _test(a, b, pa, pb, bins, level)
+    record, info = _event_test(pa, pb, a, b, level)
     fields = {}
     for k in sorted(ta):
-        bound = _test(ta[k][:, None], tb[k][:, None], sa[k][:, None], sb[k][:, None], bins, level)
+        bound, _ = _event_test(sa[k][:, None], sb[k][:, None], ta[k][:, None], tb[k][:, None], level)
         fields[k] = (bound, bool(bound > epsilon))
     return AuditResult("side-channel", repr(mechanism), float(epsilon), record, 0.0, pair, bool(record <= epsilon),
-                       {"fields": fields, "draws": draws, "alpha": alpha})
+                       {"fields": fields, "draws": draws, "alpha": alpha, **info, **search})
+
+
+def audit_callable(
+    f,
+    data,
+    other,
+    epsilon: float,
+    *,
+    delta: float = 0.0,
+    draws: int = DRAWS,
+    pilot: int | None = None,
+    seed: int = 0,
+    alpha: float = ALPHA,
+    events: int = EVENTS,
+    progress=None,
+) -> AuditResult:
+    """Black-box audit of any release function on two given neighbouring inputs.
+
+    ``f(data, rng) -> array`` releases once on one input (any library's mechanism wrapped
+    so; ``rng`` a numpy Generator it should draw its randomness from); ``data`` and
+    ``other`` are the two neighbouring inputs.  The releases (flattened to vectors) go
+    through the same event search on a pilot and held-out estimation as
+    :func:`blackbox_audit`.  Returns an :class:`~kngflow.audit.exact.AuditResult` of kind
+    "black-box" (no pair: the inputs are the caller's); flagged when the lower confidence
+    bound on ε at ``delta`` exceeds ``epsilon``.
+    """
+    rng = np.random.default_rng(seed)
+    pilot = _pilot_size(draws, pilot)
+
+    def drawer(x):
+        def draw(k):
+            rows = [np.ravel(np.asarray(f(x, rng), dtype=float)) for _ in range(k)]
+            return np.array(rows, dtype=float).reshape(k, -1), {}
+        return draw
+
+    (pa, _), (pb, _) = _draw_both(drawer(data), drawer(other), pilot, progress)
+    (a, _), (b, _) = _draw_both(drawer(data), drawer(other), draws, progress)
+    bound, info = _event_test(pa, pb, a, b, alpha, float(delta), events)
+    name = getattr(f, "__qualname__", None) or repr(f)
+    return AuditResult("black-box", name, float(epsilon), bound, 0.0, None, bool(bound <= epsilon),
+                       {"draws": draws, "alpha": alpha, "delta": float(delta), **info})
