@@ -44,7 +44,7 @@ def replicate(n: int, kng_steps: int) -> None:
 
     from kngflow.mechanisms import MECHANISMS, get_mechanism
     from kngflow.problems import get_problem
-    from kngflow.problems.logistic import logistic_gradient
+    from kngflow.models.logistic.problem import logistic_gradient
 
     prob = get_problem("logistic")
     rng = np.random.default_rng(1)

@@ -1,7 +1,7 @@
 """kngflow: simulation studies of differential-privacy mechanisms on Dask.
 
 The numerical layers (:mod:`kngflow.norms`, :mod:`kngflow.noise`,
-:mod:`kngflow.problems`, :mod:`kngflow.samplers`, :mod:`kngflow.mechanisms`)
+:mod:`kngflow.problems`, :mod:`kngflow.kernels`, :mod:`kngflow.mechanisms`)
 never import dask; :mod:`kngflow.sweep` and :mod:`kngflow.store` run studies
 on a Dask cluster and write them to zarr; :mod:`kngflow.analysis` reads them.
 """

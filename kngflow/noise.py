@@ -64,8 +64,8 @@ import numbers
 
 import numpy as np
 
-from ._jit import jit
-from .norms import ConvexBodyNorm, L1Norm, L2Norm, LinfNorm, Norm, get_norm
+from kngflow._jit import jit
+from kngflow.norms import ConvexBodyNorm, L1Norm, L2Norm, LinfNorm, Norm, get_norm
 
 __all__ = [
     "knorm",

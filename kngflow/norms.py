@@ -48,7 +48,7 @@ from typing import Callable
 import numpy as np
 from numba.core.registry import CPUDispatcher
 
-from ._jit import jit
+from kngflow._jit import jit
 
 __all__ = [
     "Norm",

@@ -183,7 +183,7 @@ def test_side_channel_leak_reproducer():
 def test_kng_without_factor_two_is_the_2eps_mechanism():
     """Dropping the factor 2 of Theorem 3.1 (rate ε/Δ on ||grad||) is KNG run at 2ε,
     which the exact audit flags above (linf pair)."""
-    from kngflow.problems.linear import gradient
+    from kngflow.models.linear.problem import gradient
 
     mech = get_mechanism("linear", "kng")
     p = parse_pair(EXACT_CASES[0][3], 3)

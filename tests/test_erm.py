@@ -15,9 +15,9 @@ from dp_accounting.rdp import RdpAccountant
 
 from kngflow.audit import blackbox_audit
 from kngflow.mechanisms import MECHANISMS, allowed_options, get_mechanism
-from kngflow.mechanisms import erm
+from kngflow.models.logistic import erm
 from kngflow.problems import get_problem
-from kngflow.problems.logistic import LogisticData, logistic_gradient
+from kngflow.models.logistic.problem import LogisticData, logistic_gradient
 
 P = 1e-5
 KINDS = ("output", "objective_chaudhuri", "noisy_gd", "dpsgd")
@@ -234,12 +234,14 @@ def test_noisy_gd_gamma_per_step_scale(monkeypatch):
     data = _data(n, seed=8)
     # the per-step scale 2 L T / (n eps), as passed to the sampler
     seen = []
-    real = erm.knorm
-    monkeypatch.setattr(erm, "knorm", lambda rng, norm, d, scale, size=None: seen.append((norm, scale, size))
+    import kngflow.mechanisms.erm as shared  # noisy GD is written once there
+
+    real = shared.knorm
+    monkeypatch.setattr(shared, "knorm", lambda rng, norm, d, scale, size=None: seen.append((norm, scale, size))
                         or real(rng, norm, d, scale, size=size))
     get_mechanism("logistic", "noisy_gd", noise="gamma", iterations=7).release(data, eps, np.random.default_rng(0))
     assert seen == [("l2", pytest.approx(2 * math.sqrt(m) * 7 / (n * eps), rel=1e-12), 7)]
-    monkeypatch.setattr(erm, "knorm", real)
+    monkeypatch.setattr(shared, "knorm", real)
     # one step: Z_0 = -theta_1 / eta - grad J(0) is recoverable; ||Z_0|| ~ Gamma(m, 2L/(n eps))
     mech = get_mechanism("logistic", "noisy_gd", noise="gamma", iterations=1, radius=1e9)
     eta = mech.eta(m)

@@ -1,4 +1,4 @@
-"""Private-ERM baselines for linear regression (kngflow.mechanisms.erm_linear): the
+"""Private-ERM baselines for linear regression (kngflow.models.linear.erm): the
 constrained ridge solver, the noise laws, the audits (2ε caught), the spec and the study."""
 
 import json
@@ -11,9 +11,9 @@ from scipy import stats
 from conftest import WORKFLOWS, reduced_workflow, run_and_report
 from kngflow.audit import statistic_audit
 from kngflow.mechanisms import allowed_options, get_mechanism
-from kngflow.mechanisms.erm_linear import DEFAULT_RADIUS, constrained_ridge, lipschitz
+from kngflow.models.linear.erm import DEFAULT_RADIUS, constrained_ridge, lipschitz
 from kngflow.problems import get_problem
-from kngflow.problems.linear import ols, stats_from_arrays
+from kngflow.models.linear.problem import ols, stats_from_arrays
 from kngflow.sweep import load_spec
 
 

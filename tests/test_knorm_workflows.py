@@ -13,7 +13,7 @@ import pytest
 import kngflow.analysis  # noqa: F401  (registers ds.kng)
 
 from conftest import WORKFLOWS, reduced_workflow, run_and_report
-from kngflow.problems.logistic import PAPER_BETA
+from kngflow.models.logistic.problem import PAPER_BETA
 from kngflow.sweep import load_spec
 
 FIG2_EPS = [2.0**k for k in range(-6, 2)]

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 
-@pytest.mark.parametrize("module", ["kngflow.mechanisms", "kngflow.noise", "kngflow.problems", "kngflow.samplers.linear", "kngflow.audit"])
+@pytest.mark.parametrize("module", ["kngflow.mechanisms", "kngflow.noise", "kngflow.problems", "kngflow.models.linear.sampler", "kngflow.audit"])
 def test_numerical_layers_do_not_import_dask(module):
     code = (
         f"import sys, {module}; "

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from kngflow.problems import get_problem
-from kngflow.problems.linear import (
+from kngflow.models.linear.problem import (
     LinearProblem,
     gradient_sensitivity,
     loss_sensitivity,

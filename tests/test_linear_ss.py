@@ -10,10 +10,10 @@ from scipy import stats as sps
 from kngflow.audit import blackbox_audit
 from kngflow.audit.pairs import AdjacentPair
 from kngflow.mechanisms import allowed_options, get_mechanism
-from kngflow.mechanisms import linear_ss as L
+from kngflow.models.linear import ss as L
 from kngflow.noise import knorm
 from kngflow.problems import get_problem
-from kngflow.problems.linear import ols, stats_from_arrays
+from kngflow.models.linear.problem import ols, stats_from_arrays
 
 P_MIN = 1e-5
 
@@ -283,7 +283,7 @@ def test_registry_and_input_checks():
     G[1, 2] += 1.0
     with pytest.raises(ValueError, match="must be symmetric"):
         mech.release(stats._replace(G=G), 1.0, np.random.default_rng(0))
-    with pytest.raises(TypeError, match="stats must be a kngflow.problems.linear.LinearStats"):
+    with pytest.raises(TypeError, match="stats must be a kngflow.models.linear.problem.LinearStats"):
         mech.release((stats.G, stats.c), 1.0, np.random.default_rng(0))
     strict, p5 = get_mechanism("linear", "ss", norm="kt", max_tries=1), _data(5, 30, 0)[2]
     rng = np.random.default_rng(0)

@@ -19,7 +19,7 @@ from kngflow.audit import exact_audit
 from kngflow.mechanisms import get_mechanism
 from kngflow.noise import knorm
 from kngflow.problems import get_problem
-from kngflow.problems.logistic import PAPER_BETA, gradient_sensitivity, logistic_data, logistic_gradient
+from kngflow.models.logistic.problem import PAPER_BETA, gradient_sensitivity, logistic_data, logistic_gradient
 
 P_REJECT = 1e-5
 

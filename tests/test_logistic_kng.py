@@ -1,6 +1,6 @@
 """KNG for logistic regression: Metropolis along preconditioned directions.
 
-The direction kernel (:func:`~kngflow.samplers.generic.unit_inverse_columns`) and the
+The direction kernel (:func:`~kngflow.kernels.generic.unit_inverse_columns`) and the
 finite-difference Jacobian against the analytic Hessian; the preconditioned chain's law
 against the numerically integrated density at small n (KS on the two coordinates and on
 two oblique projections, p < 1e-5 rejects — four tests, false failure below 4e-5 —,
@@ -16,10 +16,10 @@ import pytest
 from scipy import stats
 
 from kngflow.mechanisms import get_mechanism
-from kngflow.mechanisms.logistic import KNG, _hessian
+from kngflow.models.logistic.mechanisms import KNG, _hessian
 from kngflow.problems import get_problem
-from kngflow.problems.logistic import logistic_data, logistic_gradient, logistic_mle
-from kngflow.samplers.generic import (
+from kngflow.models.logistic.problem import logistic_data, logistic_gradient, logistic_mle
+from kngflow.kernels.generic import (
     gradient_jacobian,
     kng_energy,
     metropolis_chains,

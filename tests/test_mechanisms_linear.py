@@ -5,9 +5,9 @@ import pytest
 from scipy import stats as sps
 
 from kngflow.mechanisms import MECHANISMS, get_mechanism
-from kngflow.optimize import project_l1_ball, quadratic_l1_ball
+from kngflow.kernels.optimize import project_l1_ball, quadratic_l1_ball
 from kngflow.problems import get_problem
-from kngflow.problems.linear import LinearStats
+from kngflow.models.linear.problem import LinearStats
 
 ALL_KINDS = sorted(MECHANISMS["linear"])
 
@@ -111,7 +111,7 @@ def test_release_input_validation(small):
     mech = get_mechanism("linear", "kng")
     with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
         mech.release(small, 1.0, 0)
-    with pytest.raises(TypeError, match="stats must be a kngflow.problems.linear.LinearStats"):
+    with pytest.raises(TypeError, match="stats must be a kngflow.models.linear.problem.LinearStats"):
         mech.release((small.G, small.c), 1.0, np.random.default_rng(0))
     bad = LinearStats(small.G[:3, :3], small.c, small.yy, small.scale, small.n)
     with pytest.raises(ValueError, match=r"stats.c must have shape \(d,\)"):
@@ -173,7 +173,7 @@ def test_objective_noise_scale_recovered_from_releases():
 
 
 def _singular_stats():
-    from kngflow.problems.linear import stats_from_arrays
+    from kngflow.models.linear.problem import stats_from_arrays
 
     return stats_from_arrays(np.ones((15, 2)), np.zeros(15), y_bound=1.0)
 
@@ -199,7 +199,7 @@ def test_singular_gram_releases(kind, opts):
 
 
 def test_singular_gram_nonprivate_is_minimum_norm_and_stderr_nan():
-    from kngflow.problems.linear import ols, ols_stderr, stats_from_arrays
+    from kngflow.models.linear.problem import ols, ols_stderr, stats_from_arrays
 
     X = np.ones((15, 2))
     y = np.linspace(-1, 1, 15) ** 2

@@ -1,4 +1,4 @@
-"""The shared adaptive random-walk Metropolis kernel (:mod:`kngflow.samplers.metropolis`).
+"""The shared adaptive random-walk Metropolis kernel (:mod:`kngflow.kernels.metropolis`).
 
 Pieces against plain-Python references (same draws from twin generators), then the law
 of chains built on the kernel for 1-D Gaussian targets by Kolmogorov–Smirnov tests with
@@ -16,8 +16,10 @@ import pytest
 from scipy import stats
 
 from kngflow._jit import jit
-from kngflow.samplers import generic, linear, quantile
-from kngflow.samplers.metropolis import (
+from kngflow.kernels import generic
+from kngflow.models.linear import sampler as linear
+from kngflow.models.quantreg import sampler as quantile
+from kngflow.kernels.metropolis import (
     GENERIC,
     LINEAR,
     PRECOND,

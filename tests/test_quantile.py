@@ -11,7 +11,7 @@ from scipy import stats
 
 from kngflow.mechanisms import get_mechanism, private_quantile
 from kngflow.problems import get_problem
-from kngflow.problems.quantile import QuantileData, empirical_quantile, quantile_data
+from kngflow.models.quantile.problem import QuantileData, empirical_quantile, quantile_data
 
 P_REJECT = 1e-5
 

@@ -8,7 +8,7 @@ import pytest
 import xarray as xr
 
 from conftest import kngflow_cli
-from kngflow.samplers import SAMPLER_CODES
+from kngflow.kernels import SAMPLER_CODES
 from kngflow.sweep import load_spec
 
 WORKFLOWS = Path(__file__).resolve().parents[1] / "workflows"

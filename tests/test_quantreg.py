@@ -11,10 +11,10 @@ from scipy import stats
 
 from kngflow.mechanisms import get_mechanism
 from kngflow.mechanisms.generic import Sampled
-from kngflow.mechanisms.quantreg import KNG
+from kngflow.models.quantreg.mechanisms import KNG
 from kngflow.problems import get_problem
-from kngflow.samplers.quantile import _qr_exp_conditional
-from kngflow.problems.quantreg import (
+from kngflow.models.quantreg.sampler import _qr_exp_conditional
+from kngflow.models.quantreg.problem import (
     check_gradient,
     check_loss,
     gradient_sensitivity,
@@ -373,7 +373,7 @@ def test_mechanism_bad_options():
 
 @pytest.mark.parametrize("case", ["uniform", "normal", "cauchy", "ties", "clustered", "constant", "one"])
 def test_bucket_argsort(case):
-    from kngflow.samplers.quantile import bucket_argsort
+    from kngflow.models.quantreg.sampler import bucket_argsort
 
     rng = np.random.default_rng(16)
     m = 5000

@@ -11,8 +11,8 @@ from conftest import WORKFLOWS, kngflow_cli, reduced_workflow, run_and_report
 from kngflow.mechanisms import get_mechanism
 from kngflow.problems import get_problem
 from kngflow.problems.datasets import DATASETS, load_dataset, truncate_and_scale
-from kngflow.problems.linear import dataset_stats
-from kngflow.problems.logistic import dataset_data
+from kngflow.models.linear.problem import dataset_stats
+from kngflow.models.logistic.problem import dataset_data
 from kngflow.sweep import SpecError, load_spec, parse_spec
 
 

@@ -13,7 +13,7 @@ from scipy import stats as sps
 
 from kngflow.mechanisms import get_mechanism
 from kngflow.problems import get_problem
-from kngflow.samplers.linear import (
+from kngflow.models.linear.sampler import (
     KIND_KNG_L1,
     KIND_KNG_LINF,
     _draw_piecewise,
@@ -184,7 +184,7 @@ def test_exponential_gibbs_at_huge_epsilon_terminates():
 def test_exponential_conditional_with_zero_diagonal():
     """G[j, j] = 0 (singular G): the conditional ∝ exp(-2 a r_j t) on [-L, L] is drawn
     exactly; KS against that law, and a negative control at twice the rate."""
-    from kngflow.samplers.linear import _exp_conditional
+    from kngflow.models.linear.sampler import _exp_conditional
 
     a, rj, L = 0.8, 0.9, 1.5
     rng = np.random.default_rng(3)
@@ -203,7 +203,7 @@ def test_exponential_conditional_with_zero_diagonal():
 def test_gibbs_and_metropolis_agree_on_singular_gram(kind, norm, x2):
     """Singular X'X (every x = (1, x2); x2 = 0 gives G[1, 1] = 0): the exact sampler is
     unavailable, Gibbs and Metropolis need no inverse and must agree; negative control at 2ε."""
-    from kngflow.problems.linear import stats_from_arrays
+    from kngflow.models.linear.problem import stats_from_arrays
 
     y = 0.3 + 0.2 * np.linspace(-1, 1, 40)
     stats = stats_from_arrays(np.column_stack([np.ones(40), np.full(40, x2)]), y, y_bound=1.0)

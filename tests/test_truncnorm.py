@@ -1,4 +1,4 @@
-"""Tests for kngflow.samplers.truncnorm: exact truncated normal draws in numba."""
+"""Tests for kngflow.kernels.truncnorm: exact truncated normal draws in numba."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from kngflow._jit import jit
-from kngflow.samplers.truncnorm import SCHEME_NAMES, scheme, standard_truncnorm, truncnorm, truncnorm_fill
+from kngflow.kernels.truncnorm import SCHEME_NAMES, scheme, standard_truncnorm, truncnorm, truncnorm_fill
 
 ALPHA = 1e-5
 INF = math.inf

@@ -10,46 +10,30 @@ registered through the ``kngflow.mechanisms`` entry-point group, or a
 
 from __future__ import annotations
 
-from .base import Diagnostic, Mechanism, Release
-from .claims import BlackBox, Composed, Density, GradientNoise, PrivacyClaim, StatisticNoise
-from . import erm, erm_linear, geomedian, linear_ss, logistic, mean, quantile, quantreg
-from .linear import KNG, Exponential, ExtendedObjectivePerturbation, NonPrivate, ObjectivePerturbation
-from .quantile import private_quantile
-
-MECHANISMS = {
-    "linear": {
-        "nonprivate": NonPrivate,
-        "kng": KNG,
-        "exponential": Exponential,
-        "objective": ObjectivePerturbation,
-        "objective_ext": ExtendedObjectivePerturbation,
-        "ss": linear_ss.SufficientStatistics,
-        "output": erm_linear.OutputPerturbation,
-        "noisy_gd": erm_linear.NoisyGD,
-    },
-    "quantile": {"nonprivate": quantile.NonPrivate, "kng": quantile.KNG, "exponential": quantile.Exponential},
-    "quantreg": {"nonprivate": quantreg.NonPrivate, "kng": quantreg.KNG, "exponential": quantreg.Exponential},
-    "mean": {"nonprivate": mean.NonPrivate, "kng": mean.KNG, "exponential": mean.Exponential},
-    "geomedian": {"nonprivate": geomedian.NonPrivate, "kng": geomedian.KNG},
-    "logistic": {
-        "nonprivate": logistic.NonPrivate,
-        "kng": logistic.KNG,
-        "objective_ext": logistic.ExtendedObjectivePerturbation,
-        "objective": logistic.ObjectivePerturbation,
-        "output": erm.OutputPerturbation,
-        "objective_chaudhuri": erm.ObjectivePerturbationChaudhuri,
-        "noisy_gd": erm.NoisyGD,
-        "dpsgd": erm.DPSGD,
-    },
-}
-
+from kngflow.mechanisms.base import Diagnostic, Mechanism, Release
+from kngflow.mechanisms.claims import BlackBox, Composed, Density, GradientNoise, PrivacyClaim, StatisticNoise
 __all__ = ["MECHANISMS", "Mechanism", "Release", "Diagnostic", "PrivacyClaim", "BlackBox", "Density",
            "GradientNoise", "StatisticNoise", "Composed", "get_mechanism", "allowed_options", "private_quantile"]
 
 
+def __getattr__(name: str):
+    """``MECHANISMS`` (problem -> kind -> class) and ``private_quantile``, built on first use
+    from the model packages, so that importing the contract imports no model."""
+    if name == "MECHANISMS":
+        from kngflow.models import MODELS, load
+
+        value = {m: dict(load(m).MECHANISMS) for m in MODELS}
+    elif name == "private_quantile":
+        from kngflow.models.quantile.mechanisms import private_quantile as value
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
 def allowed_options(problem: str, kind: str) -> list[str]:
     """Names of the keyword options of mechanism ``kind`` for ``problem``."""
-    from ..registry import mechanism_class
+    from kngflow.registry import mechanism_class
 
     return mechanism_class(problem, kind).option_names()
 
@@ -60,7 +44,7 @@ def get_mechanism(problem: str, kind: str, **options):
     Raises ValueError (:class:`kngflow.registry.PluginError`) naming ``kind`` and the
     allowed values, and TypeError naming an unknown option and the allowed ones.
     """
-    from ..registry import is_reference, mechanism_class, problem_names
+    from kngflow.registry import is_reference, mechanism_class, problem_names
 
     if not is_reference(problem) and problem not in problem_names():
         raise ValueError(f"problem must be one of {problem_names()} or a 'package.module:Class' reference, "

@@ -20,7 +20,7 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 
-from .claims import BlackBox, PrivacyClaim
+from kngflow.mechanisms.claims import BlackBox, PrivacyClaim
 
 __all__ = ["Mechanism", "Release", "Diagnostic", "SAMPLER_DIAGNOSTICS", "check_mechanism_class", "check_epsilon",
            "check_rng", "check_positive", "check_probability", "check_choice", "check_int"]
@@ -101,12 +101,12 @@ class Diagnostic(NamedTuple):
 
 
 def _sampler_diagnostics() -> tuple:
-    from ..samplers import SAMPLER_CODES
+    from kngflow.kernels import SAMPLER_CODES
 
     return (
         Diagnostic("acceptance", "sampler acceptance rate"),
         Diagnostic("steps", "sampler steps"),
-        Diagnostic("sampler", "sampler that produced the release (kngflow.samplers.SAMPLER_CODES)", "int8",
+        Diagnostic("sampler", "sampler that produced the release (kngflow.kernels.SAMPLER_CODES)", "int8",
                    tuple(SAMPLER_CODES.items()), "none"),
     )
 
@@ -121,22 +121,21 @@ class Mechanism:
     Subclasses take their options as keyword-only arguments of ``__init__`` (validated
     there, once) and implement :meth:`release`.  Class attributes: ``kind`` (the name it is
     registered under, informational), ``diagnostics`` (tuple of :class:`Diagnostic`),
-    ``private`` (False for a non-private reference estimator), ``delta`` (δ of an
-    (ε, δ) mechanism; 0: pure ε-DP).
+    ``private`` (False for a non-private reference estimator).  δ is part of the privacy
+    claim: an (ε, δ) mechanism returns e.g. ``BlackBox(delta=1e-5)`` from :meth:`privacy_claim`.
     """
 
     kind: ClassVar[str] = ""
     diagnostics: ClassVar[tuple] = ()
     private: ClassVar[bool] = True
-    delta: float = 0.0
 
     def release(self, data, epsilon: float, rng: np.random.Generator) -> Release:
         """Release a private estimate of shape ``(d,)`` from ``data`` at ``epsilon``."""
         raise NotImplementedError(f"{type(self).__name__} must implement release(data, epsilon, rng)")
 
     def privacy_claim(self) -> PrivacyClaim:
-        """What the mechanism promises and how it can be audited (default: black-box only)."""
-        return BlackBox(delta=float(self.delta))
+        """What the mechanism promises and how it can be audited (default: ε-DP, black-box only)."""
+        return BlackBox()
 
     @classmethod
     def option_names(cls) -> list[str]:

@@ -29,9 +29,9 @@ does not depend on the data.
 
 Sampler policy: ``sampler="auto"`` runs the first entry of ``samplers`` (exact draws,
 then exact coordinate Gibbs, then the generic random-walk Metropolis kernel of
-:mod:`kngflow.samplers.generic`); ``info["sampler"]`` records which one ran.  A mechanism
+:mod:`kngflow.kernels.generic`); ``info["sampler"]`` records which one ran.  A mechanism
 with ``precondition`` true runs that kernel along preconditioned directions
-(:func:`~kngflow.samplers.generic.precond_metropolis_chains`: the columns of the inverse
+(:func:`~kngflow.kernels.generic.precond_metropolis_chains`: the columns of the inverse
 Jacobian of the gradient at the chain's state, adapted in the burn-in with the scales,
 frozen after it); it is still recorded as ``"metropolis"`` (the mechanism's options
 say which), and its chains still start at the data-independent centre.
@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..samplers.generic import (
+from kngflow.kernels.generic import (
     NORM_CODES,
     energies,
     gradient_jacobian,
@@ -51,8 +51,8 @@ from ..samplers.generic import (
     metropolis_chains,
     precond_metropolis_chains,
 )
-from .base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_positive, check_rng
-from .claims import Density
+from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_positive, check_rng
+from kngflow.mechanisms.claims import Density
 
 __all__ = ["NonPrivateBase", "Sampled", "GenericKNG", "GenericExponential", "NORMS", "SAMPLERS"]
 
@@ -199,7 +199,7 @@ class Sampled(Mechanism):
 
     def draw_preconditioned(self, data, epsilon, rng, size, steps=None):
         """Final states, post-burn-in acceptance rates and frozen directions (size, d, d;
-        rows) of ``size`` chains of :func:`~kngflow.samplers.generic.precond_metropolis_chains`.
+        rows) of ``size`` chains of :func:`~kngflow.kernels.generic.precond_metropolis_chains`.
 
         The directions are the normalised columns of the inverse Jacobian of the gradient
         at the chain's state at each adaptation point of the burn-in: data dependent, like

@@ -10,23 +10,34 @@ from __future__ import annotations
 
 import inspect
 
-from .base import Problem
+from kngflow.problems.base import Problem
 
-from .geomedian import GeoMedianData, GeoMedianProblem, geomedian_data
-from .linear import LinearProblem, LinearStats, stats_from_arrays
-from .logistic import LogisticData, LogisticProblem, logistic_data
-from .mean import MeanData, MeanProblem, mean_data
-from .quantile import QuantileData, QuantileProblem, quantile_data
-from .quantreg import QuantRegData, QuantRegProblem, quantreg_data
-
-PROBLEMS = {
-    "linear": LinearProblem,
-    "quantile": QuantileProblem,
-    "quantreg": QuantRegProblem,
-    "mean": MeanProblem,
-    "geomedian": GeoMedianProblem,
-    "logistic": LogisticProblem,
+#: public names defined by the model packages: name -> model (imported on first use)
+_DATA_HELPERS = {
+    "stats_from_arrays": "linear", "LinearStats": "linear", "LinearProblem": "linear",
+    "logistic_data": "logistic", "LogisticData": "logistic", "LogisticProblem": "logistic",
+    "mean_data": "mean", "MeanData": "mean", "MeanProblem": "mean",
+    "quantile_data": "quantile", "QuantileData": "quantile", "QuantileProblem": "quantile",
+    "quantreg_data": "quantreg", "QuantRegData": "quantreg", "QuantRegProblem": "quantreg",
+    "geomedian_data": "geomedian", "GeoMedianData": "geomedian", "GeoMedianProblem": "geomedian",
 }
+
+
+def __getattr__(name: str):
+    """``PROBLEMS`` (name -> class) and the models' data helpers, imported on first use."""
+    import importlib
+
+    if name == "PROBLEMS":
+        from kngflow.models import MODELS, load
+
+        value = {m: load(m).PROBLEM for m in MODELS}
+    elif name in _DATA_HELPERS:
+        value = getattr(importlib.import_module(f"kngflow.models.{_DATA_HELPERS[name]}.problem"), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "PROBLEMS",
@@ -61,7 +72,7 @@ def get_problem(name: str, **options):
     Raises ValueError naming ``problem`` and the allowed names for an unknown
     problem, and TypeError naming the option for an unknown option.
     """
-    from ..registry import problem_class
+    from kngflow.registry import problem_class
 
     cls = problem_class(name)
     try:

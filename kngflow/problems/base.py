@@ -31,7 +31,7 @@ from typing import ClassVar
 
 import numpy as np
 
-__all__ = ["Problem", "SimulatedProblem", "check_problem_class", "check_dimension", "check_vector",
+__all__ = ["Problem", "SimulatedProblem", "check_problem_class", "check_dimension", "check_vector", "check_tau",
            "check_finite_positive", "DEFAULT_BLOCK_ROWS"]
 
 #: rows per streamed block of the built-in simulations; the default worker memory of a data set
@@ -60,6 +60,15 @@ def check_vector(name: str, value, d: int) -> tuple:
     ):
         raise ValueError(f"{name} must be a list of {d} finite numbers, got {value!r}")
     return tuple(float(t) for t in value)
+
+
+def check_tau(tau) -> float:
+    """Return ``tau`` as float; TypeError/ValueError naming ``tau`` unless in ``(0, 1)``."""
+    if isinstance(tau, bool) or not isinstance(tau, Real):
+        raise TypeError(f"tau must be a real number in (0, 1), got {type(tau).__name__}")
+    if not (0.0 < tau < 1.0):
+        raise ValueError(f"tau must be in (0, 1), got {tau!r}")
+    return float(tau)
 
 
 class Problem:

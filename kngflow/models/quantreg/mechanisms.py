@@ -1,12 +1,12 @@
 """Quantile-regression mechanisms (KNG paper §4.5) on ``Theta = {||theta||_1 <= B}``.
 
-Data are :class:`~kngflow.problems.quantreg.QuantRegData` (``x`` in ``[-1, 1]^d``,
+Data are :class:`~kngflow.models.quantreg.problem.QuantRegData` (``x`` in ``[-1, 1]^d``,
 ``y = Y / scale`` in ``[-1, 1]``); estimates are multiplied by ``scale``.  Sensitivities
-are derived in :mod:`kngflow.problems.quantreg`.  Samplers: exact coordinate Gibbs
-(uniform base; :func:`kngflow.samplers.quantile.qr_gibbs_chains`; a Gibbs update sorts
+are derived in :mod:`kngflow.models.quantreg.problem`.  Samplers: exact coordinate Gibbs
+(uniform base; :func:`kngflow.models.quantreg.sampler.qr_gibbs_chains`; a Gibbs update sorts
 its breaks, expected ``O(n)``) and the generic random-walk Metropolis chain (any base)
 with its energy evaluated on a band of residuals near zero
-(:func:`kngflow.samplers.quantile.qr_metropolis_chains`: ``O(n d)`` only when the band
+(:func:`kngflow.models.quantreg.sampler.qr_metropolis_chains`: ``O(n d)`` only when the band
 is rebuilt, else ``O(band d)``).  The policy runs Gibbs for the exponential mechanism and
 Metropolis for KNG (see :class:`KNG`).
 """
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..problems.quantreg import QuantRegData, gradient_sensitivity, loss_sensitivity, quantreg_lp
-from ..samplers.generic import NORM_CODES
-from ..samplers.quantile import TARGET_EXP, TARGET_KNG, qr_gibbs_chains, qr_gradient, qr_loss, qr_metropolis_chains
-from .generic import GenericExponential, GenericKNG, NonPrivateBase
+from kngflow.models.quantreg.problem import QuantRegData, gradient_sensitivity, loss_sensitivity, quantreg_lp
+from kngflow.kernels.generic import NORM_CODES
+from kngflow.models.quantreg.sampler import TARGET_EXP, TARGET_KNG, qr_gibbs_chains, qr_gradient, qr_loss, qr_metropolis_chains
+from kngflow.mechanisms.generic import GenericExponential, GenericKNG, NonPrivateBase
 
 __all__ = ["NonPrivate", "KNG", "Exponential", "check_quantreg_data"]
 
@@ -26,7 +26,7 @@ __all__ = ["NonPrivate", "KNG", "Exponential", "check_quantreg_data"]
 def check_quantreg_data(data) -> QuantRegData:
     """Validate :class:`QuantRegData`: shapes, finiteness, ``|x| <= 1``, ``|y| <= 1``, ``n >= d``."""
     if not isinstance(data, QuantRegData):
-        raise TypeError(f"data must be a kngflow.problems.quantreg.QuantRegData, got {type(data).__name__}")
+        raise TypeError(f"data must be a kngflow.models.quantreg.problem.QuantRegData, got {type(data).__name__}")
     X, y = data.X, data.y
     if not (isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype == np.float64 and X.flags.c_contiguous):
         raise ValueError("data.X must be a C-contiguous 2-D float64 array")
@@ -75,7 +75,7 @@ class _QuantReg:
 
     def draw_metropolis(self, data, epsilon, rng, size, steps=None):
         """The generic Metropolis chain, its energy evaluated on a residual band (see
-        :func:`kngflow.samplers.quantile.qr_metropolis_chains`); same returns as the generic one."""
+        :func:`kngflow.models.quantreg.sampler.qr_metropolis_chains`); same returns as the generic one."""
         a = self.rate(data, epsilon)
         center, B = self.domain(data)
         out = np.empty((size, data.d))
@@ -134,7 +134,7 @@ class Exponential(_QuantReg, GenericExponential):
 
     ε-DP since ``l_n`` has sensitivity ``max(tau, 1 - tau)(1 + B)`` on ``Theta``.  The
     paper's ``4 max{tau, 1 - tau}(1 + B)`` denominator is valid but twice too large
-    (ε/2-DP); see :mod:`kngflow.problems.quantreg`.  Uniform base only (the loss
+    (ε/2-DP); see :mod:`kngflow.models.quantreg.problem`.  Uniform base only (the loss
     bound needs ``||theta||_1 <= B``).
     """
 

@@ -1,5 +1,5 @@
 """Mechanisms for the mean of bounded data (KNG paper §4.1); sensitivities in
-:mod:`kngflow.problems.mean`.
+:mod:`kngflow.models.mean.problem`.
 
 * :class:`KNG` is the K-norm mechanism ``xbar + W``, ``W ∝ exp(-a ||w||_K)``, drawn exactly
   (:func:`kngflow.noise.knorm`).
@@ -14,12 +14,12 @@ import math
 
 import numpy as np
 
-from .._jit import jit
-from ..noise import knorm
-from ..problems.mean import NORMS, MeanData, row_norms, gradient_sensitivity, loss_sensitivity
-from ..samplers.truncnorm import truncnorm
-from .base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_rng
-from .claims import Density
+from kngflow._jit import jit
+from kngflow.noise import knorm
+from kngflow.models.mean.problem import NORMS, MeanData, row_norms, gradient_sensitivity, loss_sensitivity
+from kngflow.kernels.truncnorm import truncnorm
+from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_rng
+from kngflow.mechanisms.claims import Density
 
 __all__ = ["NonPrivate", "KNG", "Exponential", "check_mean_data"]
 
@@ -29,7 +29,7 @@ _CODES = {"l1": 0, "l2": 1, "linf": 2}
 def check_mean_data(data) -> MeanData:
     """Validate :class:`MeanData`: a finite ``xbar`` inside the ball, ``n >= 1``."""
     if not isinstance(data, MeanData):
-        raise TypeError(f"data must be a kngflow.problems.mean.MeanData, got {type(data).__name__}")
+        raise TypeError(f"data must be a kngflow.models.mean.problem.MeanData, got {type(data).__name__}")
     xbar = data.xbar
     if not (isinstance(xbar, np.ndarray) and xbar.ndim == 1 and xbar.shape[0] >= 1 and xbar.dtype == np.float64):
         raise ValueError("data.xbar must be a non-empty 1-D float64 array")
@@ -64,7 +64,7 @@ class KNG(Mechanism):
     ``a = eps n / (2 r c_K)`` (``location_family=True``, Remark 4.1: the normalising
     constant does not depend on the data) or ``a = eps n / (4 r c_K)`` (the generic KNG
     rate ``eps / (2 Delta)`` times ``2n``, ``Delta = 4 r c_K``).  ε-DP because
-    ``||xbar - xbar'||_K <= 2 r c_K / n`` (:mod:`kngflow.problems.mean`).
+    ``||xbar - xbar'||_K <= 2 r c_K / n`` (:mod:`kngflow.models.mean.problem`).
 
     Keyword-only options: ``norm`` in {"l1", "l2", "linf"}; ``location_family`` (bool).
     """
@@ -142,7 +142,7 @@ class Exponential(Mechanism):
     """Exponential mechanism on the sum of squares over ``Theta`` = the data ball.
 
     Density ``f(theta) ∝ exp(-eps n ||theta - xbar||_2^2 / (2 Delta))`` on
-    ``{||theta||_D <= r}``, ``Delta = (2 r c_2)^2`` (:mod:`kngflow.problems.mean`): ε-DP by
+    ``{||theta||_D <= r}``, ``Delta = (2 r c_2)^2`` (:mod:`kngflow.models.mean.problem`): ε-DP by
     the exponential mechanism.  It is ``N(xbar, Delta/(eps n) I)`` truncated to the ball:
     exact for the ℓ∞ ball, exact coordinate Gibbs (``gibbs_sweeps`` sweeps from 0) for
     ℓ1 and ℓ2 balls.

@@ -7,7 +7,7 @@ ball ``C = {||theta||_2 <= radius}`` of
     J(theta) = (1/n) sum_i (y_i - x_i'theta)^2 + (reg/2) ||theta||_2^2
              = (theta'G theta - 2 c'theta + yy) / n + (reg/2) ||theta||_2^2,
 
-in the scaled units of :class:`~kngflow.problems.linear.LinearStats` (``x`` in
+in the scaled units of :class:`~kngflow.models.linear.problem.LinearStats` (``x`` in
 ``[-1, 1]^d``, ``y' = y / scale`` in ``[-1, 1]``; estimates are multiplied by ``scale``,
 public under the ``public_bound`` protocol).  Only ``(G, c, n)`` are read: no record is
 held, so data sets of ``n = 10^7`` cost nothing more than the other linear mechanisms.
@@ -37,7 +37,7 @@ about 0.2–0.3), ``reg = 0.01`` as for logistic regression.
 DP-SGD and Chaudhuri et al.'s objective perturbation need the records (per-example
 gradients, the loss's second derivative per record); the linear problem keeps sufficient
 statistics only.  Objective perturbation for linear regression is the KNG paper's
-(``objective``, ``objective_ext`` in :mod:`kngflow.mechanisms.linear`).
+(``objective``, ``objective_ext`` in :mod:`kngflow.models.linear.mechanisms`).
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ import math
 import numpy as np
 from scipy.optimize import brentq
 
-from . import erm
-from .base import check_positive
-from .linear import check_stats
+from kngflow.mechanisms import erm
+from kngflow.mechanisms.base import check_positive
+from kngflow.models.linear.mechanisms import check_stats
 
 __all__ = ["OutputPerturbation", "NoisyGD", "DEFAULT_RADIUS", "lipschitz", "constrained_ridge"]
 

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ._jit import jit
+from kngflow._jit import jit
 
 __all__ = ["project_l1_ball", "quadratic_l1_ball"]
 

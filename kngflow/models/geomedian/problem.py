@@ -29,8 +29,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._jit import jit
-from .base import SimulatedProblem, check_dimension, check_finite_positive, check_vector
+from kngflow._jit import jit
+from kngflow.problems.base import SimulatedProblem, check_dimension, check_finite_positive, check_vector
 
 __all__ = [
     "GeoMedianData",

@@ -1,7 +1,7 @@
 """Numba samplers for the linear-regression KNG and exponential-mechanism targets.
 
 All targets live on ``Theta = {||theta||_1 <= B}`` and are written through the residual
-``r = G theta - c`` (scaled sufficient statistics, see :mod:`kngflow.problems.linear`):
+``r = G theta - c`` (scaled sufficient statistics, see :mod:`kngflow.models.linear.problem`):
 
 * ``KIND_KNG_L1 / KIND_KNG_L2 / KIND_KNG_LINF``: density ``exp(-a ||G theta - c||_K)``
   with ``a = epsilon / Delta_K`` (KNG: ``eps/(2 Delta) * ||2 (G theta - c)||``).
@@ -41,9 +41,10 @@ import math
 
 import numpy as np
 
-from .._jit import jit
-from ..noise import draw_l1_into, draw_l2_into, draw_linf_into
-from .metropolis import (
+from kngflow._jit import jit
+from kngflow.noise import draw_l1_into, draw_l2_into, draw_linf_into
+from kngflow.kernels.piecewise import draw_seg, log_seg_mass
+from kngflow.kernels.metropolis import (
     LINEAR,
     accept,
     acceptance_rate,
@@ -53,7 +54,7 @@ from .metropolis import (
     reset_tuner,
     settle,
 )
-from .truncnorm import truncnorm
+from kngflow.kernels.truncnorm import truncnorm
 
 KIND_KNG_L1 = 0
 KIND_KNG_L2 = 1
@@ -162,37 +163,6 @@ def exp_exact(rng, chol, mean, B, max_tries, out):
     return total
 
 
-# ---------------------------------------------------------------- piecewise exponential
-
-
-@jit
-def _log_seg_mass(k, w):
-    """log of ∫_0^w exp(-k x) dx, stable for any sign of k."""
-    if w <= 0.0:
-        return -np.inf
-    kw = k * w
-    if abs(kw) < 1e-300:
-        return math.log(w)
-    if k > 0.0:
-        return math.log(-math.expm1(-kw)) - math.log(k)
-    return -kw + math.log(-math.expm1(kw)) - math.log(-k)
-
-
-@jit
-def _draw_seg(rng, k, w):
-    """Draw x in [0, w] with density ∝ exp(-k x) by inversion (always from the heavy end)."""
-    u = rng.random()
-    if abs(k * w) < 1e-12:
-        return u * w
-    if k > 0.0:
-        x = -math.log1p(-u * (-math.expm1(-k * w))) / k
-    else:
-        x = w - math.log1p(-u * (-math.expm1(k * w))) / k
-    if x < 0.0:
-        x = 0.0
-    if x > w:
-        x = w
-    return x
 
 
 @jit
@@ -290,7 +260,7 @@ def _draw_piecewise(rng, a, L, t0s, f0s, slopes, npieces, logm):
     mx = -np.inf
     for k in range(npieces):
         t1 = t0s[k + 1] if k + 1 < npieces else L
-        logm[k] = -a * f0s[k] + _log_seg_mass(a * slopes[k], t1 - t0s[k])
+        logm[k] = -a * f0s[k] + log_seg_mass(a * slopes[k], t1 - t0s[k])
         if logm[k] > mx:
             mx = logm[k]
     tot = 0.0
@@ -304,7 +274,7 @@ def _draw_piecewise(rng, a, L, t0s, f0s, slopes, npieces, logm):
         k += 1
         acc += logm[k]
     t1 = t0s[k + 1] if k + 1 < npieces else L
-    return t0s[k] + _draw_seg(rng, a * slopes[k], t1 - t0s[k])
+    return t0s[k] + draw_seg(rng, a * slopes[k], t1 - t0s[k])
 
 
 @jit
@@ -322,7 +292,7 @@ def _exp_conditional(rng, gjj, rj, a, L):
         sd = 1.0 / math.sqrt(2.0 * a * gjj)
         if math.isfinite(mu) and math.isfinite(sd) and sd > 0.0:
             return truncnorm(rng, mu, sd, -L, L)
-    return -L + _draw_seg(rng, 2.0 * a * rj, 2.0 * L)
+    return -L + draw_seg(rng, 2.0 * a * rj, 2.0 * L)
 
 
 @jit
@@ -383,8 +353,8 @@ def metropolis_chains(rng, G, c, a, B, kind, steps, out, acc_out):
 
     ``steps`` sweeps per chain; the first half is burn-in, during which each
     coordinate's proposal scale is adapted every 25 sweeps toward acceptance 0.44
-    (the shared kernel of :mod:`kngflow.samplers.metropolis` with its schedule
-    :data:`~kngflow.samplers.metropolis.LINEAR`: gain 1, scales at most ``2 B``);
+    (the shared kernel of :mod:`kngflow.kernels.metropolis` with its schedule
+    :data:`~kngflow.kernels.metropolis.LINEAR`: gain 1, scales at most ``2 B``);
     scales are frozen afterwards, so the second half is a valid Metropolis chain.
     Final states go to ``out``; post-burn-in acceptance rates to ``acc_out``.
     """

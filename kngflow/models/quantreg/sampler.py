@@ -1,4 +1,4 @@
-"""Numba samplers for quantiles (1-D) and quantile regression.
+"""Numba samplers for quantile regression.
 
 Notation: check loss ``rho_tau(r) = r (tau - 1{r <= 0})``, residuals ``r_i = y_i - x_i'theta``,
 gradient of ``l_n(theta) = sum_i rho_tau(r_i)`` (almost everywhere)
@@ -6,18 +6,12 @@ gradient of ``l_n(theta) = sum_i rho_tau(r_i)`` (almost everywhere)
     g(theta) = sum_i x_i (1{r_i <= 0} - tau).
 
 Two targets, each with rate ``a`` (``eps / (2 Delta)``, derived in
-:mod:`kngflow.problems.quantile`):
+:mod:`kngflow.models.quantile.problem`):
 
 * KNG: ``exp(-a ||g(theta)||_K)``;
 * exponential mechanism: ``exp(-a l_n(theta))``.
 
-1-D quantile (``x_i = 1``, :func:`quantile_segments`): on the ``n + 1`` intervals between
-the order statistics inside ``[lower, upper]``, ``#{y_i <= theta} = k`` is constant, so
-KNG is piecewise constant (``log w_k - a |k - tau n|``: Smith's PrivateQuantile) and the
-exponential mechanism is piecewise exponential (``l_n`` is linear with slope
-``k - tau n``).  Interval masses are computed in log space (ties give empty intervals,
-``log 0 = -inf``; no underflow at ``n = 10^7`` or tiny ``eps``), normalised by their
-maximum and drawn by inversion: exact i.i.d. draws.
+The 1-D quantile (``x_i = 1``) has its exact sampler in :mod:`kngflow.models.quantile.sampler`.
 
 Quantile regression, exact coordinate Gibbs (:func:`qr_gibbs_chains`): along coordinate
 ``j`` with the others fixed, ``r_i(t) = b_i - x_ij t`` changes sign at ``t_i = b_i/x_ij``,
@@ -33,9 +27,8 @@ are sorted, with exact tangent envelopes and rejection outside
 Metropolis (:func:`qr_metropolis_chains`): the generic kernel's chain with the energy
 evaluated on a band of residuals near zero (``O(band d)`` per proposal once the
 proposal scales are tuned).  Gradients and losses for the generic Metropolis kernel
-(:mod:`kngflow.samplers.generic`): :func:`qr_gradient`, :func:`qr_loss` (``O(n d)`` per
-evaluation, ``args = (X, y, tau)``) and the 1-D :func:`quantile_gradient`
-(``O(log n)``), :func:`quantile_loss` (``O(n)``).
+(:mod:`kngflow.kernels.generic`): :func:`qr_gradient`, :func:`qr_loss` (``O(n d)`` per
+evaluation, ``args = (X, y, tau)``).
 """
 
 from __future__ import annotations
@@ -44,10 +37,10 @@ import math
 
 import numpy as np
 
-from .._jit import jit
-from .generic import knorm
-from .linear import _draw_seg, _log_seg_mass
-from .metropolis import (
+from kngflow._jit import jit
+from kngflow.kernels.generic import knorm
+from kngflow.kernels.piecewise import TARGET_EXP, TARGET_KNG, draw_seg, log_seg_mass
+from kngflow.kernels.metropolis import (
     GENERIC,
     accept,
     acceptance_rate,
@@ -62,90 +55,12 @@ from .metropolis import (
 __all__ = [
     "TARGET_KNG",
     "TARGET_EXP",
-    "quantile_segments",
-    "quantile_draws",
     "qr_gibbs_chains",
     "qr_metropolis_chains",
     "bucket_argsort",
     "qr_gradient",
     "qr_loss",
-    "quantile_gradient",
-    "quantile_loss",
 ]
-
-TARGET_KNG = 0
-TARGET_EXP = 1
-
-
-# ------------------------------------------------------------------------- 1-D quantile
-
-
-@jit
-def quantile_segments(ys, tau, a, lower, upper, target, logw):
-    """Log masses of the ``n + 1`` intervals between order statistics; returns their max.
-
-    ``ys`` is sorted, inside ``[lower, upper]``.  Interval ``k`` is
-    ``[t_k, t_{k+1}]`` with ``t_0 = lower``, ``t_k = ys[k-1]``, ``t_{n+1} = upper``.
-    KNG: ``log w_k - a |k - tau n|``.  Exponential mechanism:
-    ``-a l(t_k) + log ∫_0^{w_k} exp(-a (k - tau n) s) ds`` with ``l(t_0) = 0`` and
-    ``l(t_{k+1}) = l(t_k) + (k - tau n) w_k`` (compensated summation, so the relative
-    error stays at machine precision for ``n = 10^7``).
-    """
-    n = ys.shape[0]
-    tn = tau * n
-    loss = 0.0
-    comp = 0.0
-    mx = -np.inf
-    lo = lower
-    for k in range(n + 1):
-        hi = ys[k] if k < n else upper
-        w = hi - lo
-        slope = k - tn
-        if target == TARGET_KNG:
-            v = (math.log(w) if w > 0.0 else -np.inf) - a * abs(slope)
-        else:
-            v = -a * loss + _log_seg_mass(a * slope, w)
-            # Kahan: loss += slope * w
-            inc = slope * w - comp
-            tot = loss + inc
-            comp = (tot - loss) - inc
-            loss = tot
-        logw[k] = v
-        if v > mx:
-            mx = v
-        lo = hi
-    return mx
-
-
-@jit
-def quantile_draws(rng, ys, tau, a, lower, upper, target, work, out):
-    """Fill ``out`` with exact i.i.d. draws; ``work`` is (n + 1,) scratch.
-
-    Builds the normalised cumulative masses once, then each draw picks an interval by
-    binary search and a point inside it (uniform for KNG, truncated exponential for the
-    exponential mechanism).
-    """
-    n = ys.shape[0]
-    mx = quantile_segments(ys, tau, a, lower, upper, target, work)
-    tot = 0.0
-    for k in range(n + 1):
-        tot += math.exp(work[k] - mx)
-        work[k] = tot
-    for m in range(out.shape[0]):
-        u = rng.random() * tot
-        k = np.searchsorted(work, u, side="right")
-        if k > n:
-            k = n
-        while k > 0 and work[k] == work[k - 1]:
-            k -= 1  # never land on an empty interval (ties)
-        lo = lower if k == 0 else ys[k - 1]
-        hi = upper if k == n else ys[k]
-        if target == TARGET_KNG:
-            x = lo + rng.random() * (hi - lo)
-        else:
-            x = lo + _draw_seg(rng, a * (k - tau * n), hi - lo)
-        out[m] = min(max(x, lo), hi)
-
 
 # ------------------------------------------------------------------ quantile regression
 
@@ -176,25 +91,6 @@ def qr_loss(theta, args):
         f = y[i]
         for j in range(d):
             f -= X[i, j] * theta[j]
-        s += f * (tau - 1.0) if f <= 0.0 else f * tau
-    return s
-
-
-@jit
-def quantile_gradient(theta, args, g):
-    """1-D: ``g[0] = #{y_i <= theta} - tau n`` by binary search on sorted ``y``; ``args = (y, tau)``."""
-    y, tau = args
-    g[0] = np.searchsorted(y, theta[0], side="right") - tau * y.shape[0]
-
-
-@jit
-def quantile_loss(theta, args):
-    """1-D check loss ``sum_i rho_tau(y_i - theta)`` in ``O(n)``; ``args = (y, tau)``."""
-    y, tau = args
-    s = 0.0
-    t = theta[0]
-    for i in range(y.shape[0]):
-        f = y[i] - t
         s += f * (tau - 1.0) if f <= 0.0 else f * tau
     return s
 
@@ -293,7 +189,7 @@ def _qr_conditional(rng, X, b, j, L, tau, a, target, code, g, keys, idx, T, logm
         if target == TARGET_KNG:
             v = (math.log(w) if w > 0.0 else -np.inf) - a * knorm(g, code)
         else:
-            v = -a * loss + _log_seg_mass(a * g[j], w)
+            v = -a * loss + log_seg_mass(a * g[j], w)
             loss += g[j] * w
             keys[q] = g[j]  # slope of the segment (keys are no longer needed)
         logm[q] = v
@@ -318,7 +214,7 @@ def _qr_conditional(rng, X, b, j, L, tau, a, target, code, g, keys, idx, T, logm
     if target == TARGET_KNG:
         t = T[q] + rng.random() * w
     else:
-        t = T[q] + _draw_seg(rng, a * keys[q], w)
+        t = T[q] + draw_seg(rng, a * keys[q], w)
     return min(max(t, T[q]), T[q + 1])
 
 
@@ -392,7 +288,7 @@ def _qr_exp_conditional(rng, X, b, j, L, tau, a, t0, h, keys, vals, T, logm, ord
         lmin = 0.0
         for q in range(m + 1):
             w = T[q + 1] - T[q]
-            v = -a * rel + _log_seg_mass(a * slope, w)
+            v = -a * rel + log_seg_mass(a * slope, w)
             keys[q] = slope  # the segment's slope (the sorted keys live on in T)
             logm[q] = v
             if v > mx:
@@ -406,10 +302,10 @@ def _qr_exp_conditional(rng, X, b, j, L, tau, a, t0, h, keys, vals, T, logm, ord
         # tails: left on [-L, wl] with the tangent at wl, right on [wr, L] with the tangent at wr
         left = -np.inf
         if wl > -L:
-            left = -a * (-slope_l * (wl + L)) + _log_seg_mass(a * slope_l, wl + L)
+            left = -a * (-slope_l * (wl + L)) + log_seg_mass(a * slope_l, wl + L)
         right = -np.inf
         if wr < L:
-            right = -a * rel_r + _log_seg_mass(a * slope_r, L - wr)
+            right = -a * rel_r + log_seg_mass(a * slope_r, L - wr)
         mx = max(mx, max(left, right))
         tot = 0.0
         for q in range(m + 1):
@@ -425,15 +321,15 @@ def _qr_exp_conditional(rng, X, b, j, L, tau, a, t0, h, keys, vals, T, logm, ord
                 q = m
             while q > 0 and logm[q] == logm[q - 1]:
                 q -= 1
-            t = T[q] + _draw_seg(rng, a * keys[q], T[q + 1] - T[q])
+            t = T[q] + draw_seg(rng, a * keys[q], T[q + 1] - T[q])
             t = min(max(t, T[q]), T[q + 1])
             break
         if u < tot + w_left:  # left tail: l(t) >= l(wl) + slope_l (t - wl)
-            t = -L + _draw_seg(rng, a * slope_l, wl + L)
+            t = -L + draw_seg(rng, a * slope_l, wl + L)
             t = min(max(t, -L), wl)
             gap = _qr_exp_loss(X, b, j, tau, t) - (loss_l + slope_l * (t - wl))
         else:  # right tail: l(t) >= l(wr) + slope_r (t - wr)
-            t = wr + _draw_seg(rng, a * slope_r, L - wr)
+            t = wr + draw_seg(rng, a * slope_r, L - wr)
             t = min(max(t, wr), L)
             gap = _qr_exp_loss(X, b, j, tau, t) - (loss_l + rel_r + slope_r * (t - wr))
         if rng.random() < math.exp(-a * max(gap, 0.0)):
@@ -636,10 +532,10 @@ def _qr_build(X, y, tau, a, target, code, theta, W, cap, o, idx, rb, out_g, out_
 def qr_metropolis_chains(rng, X, y, tau, a, center, B, base_scale, target, code, steps, out, acc_out):
     """The generic random-walk Metropolis kernel for quantile regression, on a residual band.
 
-    Same chain, draw for draw, as :func:`kngflow.samplers.generic.metropolis_chains` with
+    Same chain, draw for draw, as :func:`kngflow.kernels.generic.metropolis_chains` with
     the energy ``a ||g||_K`` (``target`` KNG) or ``a l_n`` (exponential): same start,
     proposals, tuning and acceptance tests (the shared kernel of
-    :mod:`kngflow.samplers.metropolis`, schedule :data:`~kngflow.samplers.metropolis.GENERIC`);
+    :mod:`kngflow.kernels.metropolis`, schedule :data:`~kngflow.kernels.metropolis.GENERIC`);
     only the energy is evaluated faster (equal up to floating-point rounding).  Rows whose residual at a reference point ``theta_ref``
     exceeds ``W`` in absolute value keep their sign while ``||theta - theta_ref||_1 < W``
     (``|x_ij| <= 1``), so their part of ``g`` is constant and their part of ``l_n`` is

@@ -43,8 +43,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._jit import jit
-from .base import Problem
+from kngflow._jit import jit
+from kngflow.problems.base import Problem
+from kngflow.problems.protocols import PROTOCOLS, check_regression_n, protocol_caveats
 
 __all__ = [
     "LinearStats",
@@ -254,14 +255,13 @@ def stats_from_arrays(
     return acc.finish(y_bound)
 
 
-_PROTOCOLS = ("paper", "public_bound")
 
 
 @functools.cache
 def dataset_stats(name: str) -> LinearStats:
     """Sufficient statistics of the real data set ``name`` (:mod:`kngflow.problems.datasets`),
     computed once per process; ``G`` and ``c`` are read-only (shared by every replicate)."""
-    from .datasets import load_dataset
+    from kngflow.problems.datasets import load_dataset
 
     data = load_dataset(name)
     stats = stats_from_arrays(data.X, data.y, y_bound=1.0)
@@ -336,14 +336,14 @@ class LinearProblem(Problem):
             raise ValueError(f"theta_star must have shape (d,) = ({self.d},), got {ts.shape}")
         object.__setattr__(self, "theta_star", ts)
         object.__setattr__(self, "protocol", "paper" if self.protocol is None else self.protocol)
-        if self.protocol not in _PROTOCOLS:
-            raise ValueError(f"protocol must be one of {_PROTOCOLS}, got {self.protocol!r}")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
         if self.protocol == "public_bound":
             if self.y_bound is None or not (np.isfinite(self.y_bound) and self.y_bound > 0):
                 raise ValueError(f"y_bound must be finite and > 0 with protocol 'public_bound', got {self.y_bound!r}")
 
     def _init_dataset(self) -> None:
-        from .datasets import check_dataset, load_dataset
+        from kngflow.problems.datasets import check_dataset, load_dataset
 
         check_dataset(self.dataset, "linear")
         stats = dataset_stats(self.dataset)
@@ -370,19 +370,14 @@ class LinearProblem(Problem):
     @property
     def caveats(self) -> str:
         if self.dataset is not None:
-            from .datasets import load_dataset
+            from kngflow.problems.datasets import load_dataset
 
             return (
                 f"real data set {self.dataset!r} (n = {dataset_stats(self.dataset).n}, fixed: replicates differ only "
                 "by the mechanisms' noise; theta_star is the non-private OLS estimate on these data, so error is the "
                 "distance to it, as in Awan-Slavkovic 6.3); " + load_dataset(self.dataset).caveat + "."
             )
-        if self.protocol == "paper":
-            return (
-                "paper protocol: Y is divided by R = max|Y| computed WITHOUT privacy "
-                "(KNG paper, Algorithm 1); releases are DP for the scaled data only."
-            )
-        return f"public_bound protocol: Y clipped to [-{self.y_bound}, {self.y_bound}] and divided by that public bound."
+        return protocol_caveats(self.protocol, self.y_bound)
 
     @property
     def reference(self) -> str:
@@ -391,14 +386,11 @@ class LinearProblem(Problem):
 
     def check_n(self, n: int) -> None:
         """Raise ValueError naming ``n`` unless ``n >= d`` (with ``dataset``: ``n`` = its row count)."""
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-            raise TypeError(f"n must be an integer, got {type(n).__name__}")
-        if self.dataset is not None:
+        if self.dataset is not None and not isinstance(n, bool) and isinstance(n, (int, np.integer)):
             rows = dataset_stats(self.dataset).n
             if n != rows:
                 raise ValueError(f"n must be {rows}, the number of rows of dataset {self.dataset!r}, got n={n}")
-        if n < self.d:
-            raise ValueError(f"n must be at least d={self.d}, got n={n}")
+        check_regression_n(n, self.d)
 
     def simulate(self, n: int, rng: np.random.Generator, *, chunk_rows: int = BLOCK_ROWS) -> LinearStats:
         """Generate one data set of size ``n`` straight into sufficient statistics.

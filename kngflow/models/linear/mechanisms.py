@@ -1,8 +1,8 @@
 """Linear-regression mechanisms on ``Theta = {||theta||_1 <= B}``.
 
-All mechanisms read scaled sufficient statistics (:class:`~kngflow.problems.linear.LinearStats`:
+All mechanisms read scaled sufficient statistics (:class:`~kngflow.models.linear.problem.LinearStats`:
 ``x`` in ``[-1, 1]^d``, ``y' = y / scale`` in ``[-1, 1]``) and return estimates multiplied by
-``scale``.  Sensitivities are derived in :mod:`kngflow.problems.linear`; each class's
+``scale``.  Sensitivities are derived in :mod:`kngflow.models.linear.problem`; each class's
 docstring states the density it samples and why it is ε-DP.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..noise import knorm
-from ..optimize import quadratic_l1_ball
-from ..problems.linear import (
+from kngflow.noise import knorm
+from kngflow.kernels.optimize import quadratic_l1_ball
+from kngflow.models.linear.problem import (
     LinearStats,
     gradient_sensitivity,
     hessian_bound,
@@ -21,7 +21,7 @@ from ..problems.linear import (
     ols,
     well_conditioned,
 )
-from ..samplers.linear import (
+from kngflow.models.linear.sampler import (
     KIND_EXP,
     KNG_KINDS,
     exp_exact,
@@ -29,8 +29,8 @@ from ..samplers.linear import (
     kng_exact,
     metropolis_chains,
 )
-from .base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_positive, check_probability, check_rng
-from .claims import Density, GradientNoise
+from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_positive, check_probability, check_rng
+from kngflow.mechanisms.claims import Density, GradientNoise
 
 __all__ = ["NonPrivate", "KNG", "Exponential", "ObjectivePerturbation", "ExtendedObjectivePerturbation"]
 
@@ -41,7 +41,7 @@ _SAMPLERS = ("auto", "exact", "gibbs", "metropolis")
 def check_stats(stats) -> LinearStats:
     """Validate sufficient statistics: types, shapes, finiteness, ``n >= d``."""
     if not isinstance(stats, LinearStats):
-        raise TypeError(f"stats must be a kngflow.problems.linear.LinearStats, got {type(stats).__name__}")
+        raise TypeError(f"stats must be a kngflow.models.linear.problem.LinearStats, got {type(stats).__name__}")
     G, c = np.asarray(stats.G), np.asarray(stats.c)
     if G.ndim != 2 or G.shape[0] != G.shape[1]:
         raise ValueError(f"stats.G must be a square (d, d) matrix, got shape {G.shape}")
@@ -207,7 +207,7 @@ class KNG(_Sampled):
 
     since ``grad l_n = 2 (G theta - c)``, where ``Delta_K = 4 (1+B) sup_x ||x||_K``
     bounds ``||grad l_n(D) - grad l_n(D')||_K`` for every ``theta`` in ``Theta``
-    (derivation in :mod:`kngflow.problems.linear`).  ε-DP by Theorem 3.1 (the
+    (derivation in :mod:`kngflow.models.linear.problem`).  ε-DP by Theorem 3.1 (the
     exponential mechanism on ``||grad l_n||_K / Delta_K``, sensitivity 1; the factor 2
     is required because the normalising constant depends on the data).  The paper's
     printed density ``exp(-eps/(8(1+B)) ||sum (y_i - x_i'theta) x_i||_inf)`` drops the

@@ -20,8 +20,8 @@ one-dimensional random-walk proposals), clipped to ``[1e-12, 2 B]`` (``B`` = bal
 or ``4 base_scale``).  The scales are frozen for the second half, so the second half is a
 time-homogeneous Metropolis chain with the target as its stationary law.  Initial scales
 are ``B / 2`` (data independent).  The proposal, the acceptance test and the tuning are
-the shared kernel of :mod:`kngflow.samplers.metropolis` with its schedule
-:data:`~kngflow.samplers.metropolis.GENERIC` (:data:`~kngflow.samplers.metropolis.PRECOND`
+the shared kernel of :mod:`kngflow.kernels.metropolis` with its schedule
+:data:`~kngflow.kernels.metropolis.GENERIC` (:data:`~kngflow.kernels.metropolis.PRECOND`
 for the preconditioned variant).
 
 Preconditioned directions (opt in): :func:`precond_metropolis_chains` runs the same
@@ -60,8 +60,8 @@ import math
 
 import numpy as np
 
-from .._jit import jit
-from .metropolis import (
+from kngflow._jit import jit
+from kngflow.kernels.metropolis import (
     GENERIC,
     PRECOND,
     TARGET_ACCEPTANCE,
@@ -81,7 +81,7 @@ __all__ = ["metropolis_chains", "precond_metropolis_chains", "energies", "kng_en
            "gradient_jacobian", "unit_inverse_columns", "knorm", "NORM_CODES", "BATCH", "TARGET_ACCEPTANCE",
            "MIN_DIRECTION_DET"]
 
-#: sweeps between the burn-in's adaptations (:data:`kngflow.samplers.metropolis.GENERIC`)
+#: sweeps between the burn-in's adaptations (:data:`kngflow.kernels.metropolis.GENERIC`)
 BATCH = GENERIC.every
 #: smallest ``|det|`` of the unit preconditioned directions accepted (1 for orthogonal ones)
 MIN_DIRECTION_DET = 1e-3

@@ -1,9 +1,9 @@
 """The one adaptive random-walk Metropolis kernel: acceptance test, tally and scale tuning.
 
 Every one-at-a-time random-walk Metropolis sampler of the package
-(:func:`kngflow.samplers.generic.metropolis_chains` and its preconditioned variant,
-:func:`kngflow.samplers.linear.metropolis_chains`,
-:func:`kngflow.samplers.quantile.qr_metropolis_chains`) runs the same scheme; they
+(:func:`kngflow.kernels.generic.metropolis_chains` and its preconditioned variant,
+:func:`kngflow.models.linear.sampler.metropolis_chains`,
+:func:`kngflow.models.quantreg.sampler.qr_metropolis_chains`) runs the same scheme; they
 differ only in how a proposal's energy is computed (a callback, a residual update, a
 band of residuals) and in the numbers of their adaptation schedule.  The scheme is
 written here once, as small jitted pieces that the samplers' loops call:
@@ -46,7 +46,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._jit import jit
+from kngflow._jit import jit
 
 __all__ = [
     "GENERIC",
@@ -93,14 +93,14 @@ class Adaptation(NamedTuple):
     hi: float
 
 
-#: :func:`~kngflow.samplers.generic.metropolis_chains` and
-#: :func:`~kngflow.samplers.quantile.qr_metropolis_chains`: every 20 sweeps, gain 2,
+#: :func:`~kngflow.kernels.generic.metropolis_chains` and
+#: :func:`~kngflow.models.quantreg.sampler.qr_metropolis_chains`: every 20 sweeps, gain 2,
 #: scales in ``[1e-12, 2 radius]``
 GENERIC = Adaptation(every=20, batch=20, rate=2.0, target=TARGET_ACCEPTANCE, lo=MIN_SCALE, hi=2.0)
-#: :func:`~kngflow.samplers.generic.precond_metropolis_chains`: as :data:`GENERIC`, but each
+#: :func:`~kngflow.kernels.generic.precond_metropolis_chains`: as :data:`GENERIC`, but each
 #: of the ``2 d`` directions is proposed in every other sweep (10 proposals a batch)
 PRECOND = Adaptation(every=20, batch=10, rate=2.0, target=TARGET_ACCEPTANCE, lo=MIN_SCALE, hi=2.0)
-#: :func:`~kngflow.samplers.linear.metropolis_chains`: every 25 sweeps, gain 1, scales at
+#: :func:`~kngflow.models.linear.sampler.metropolis_chains`: every 25 sweeps, gain 1, scales at
 #: most ``2 B`` (the floor 0 never binds: the scales stay positive)
 LINEAR = Adaptation(every=25, batch=25, rate=1.0, target=TARGET_ACCEPTANCE, lo=0.0, hi=2.0)
 

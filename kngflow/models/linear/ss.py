@@ -79,13 +79,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import jit
-from ..noise import DEFAULT_MAX_TRIES, knorm
-from ..norms import ConvexBodyNorm, get_norm
-from ..problems.linear import LinearStats
-from .base import check_choice, check_epsilon, check_int, check_positive
-from .claims import StatisticNoise
-from .linear import _Linear
+from kngflow._jit import jit
+from kngflow.noise import DEFAULT_MAX_TRIES, knorm
+from kngflow.norms import ConvexBodyNorm, get_norm
+from kngflow.models.linear.problem import LinearStats
+from kngflow.mechanisms.base import check_choice, check_epsilon, check_int, check_positive
+from kngflow.mechanisms.claims import StatisticNoise
+from kngflow.models.linear.mechanisms import _Linear
 
 __all__ = [
     "SufficientStatistics",

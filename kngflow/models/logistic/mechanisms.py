@@ -1,7 +1,7 @@
-"""Logistic-regression mechanisms; sensitivities in :mod:`kngflow.problems.logistic`.
+"""Logistic-regression mechanisms; sensitivities in :mod:`kngflow.models.logistic.problem`.
 
 KNG has no tractable exact sampler here: it runs the generic random-walk Metropolis
-kernel (:mod:`kngflow.samplers.generic`) along preconditioned directions, ``O(n m)`` per
+kernel (:mod:`kngflow.kernels.generic`) along preconditioned directions, ``O(n m)`` per
 update.  Extended objective perturbation (Awan & Slavković, Algorithm 2) draws K-norm
 noise and solves a strongly convex problem by Newton's method.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
-from .._jit import jit
-from ..noise import knorm
-from ..problems.logistic import (
+from kngflow._jit import jit
+from kngflow.noise import knorm
+from kngflow.models.logistic.problem import (
     LogisticData,
     gradient_sensitivity,
     hessian_bound,
@@ -23,9 +23,9 @@ from ..problems.logistic import (
     logistic_mle,
     perturbed_minimiser,
 )
-from .base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_positive, check_probability, check_rng
-from .claims import Density
-from .generic import NORMS, GenericKNG, NonPrivateBase
+from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_positive, check_probability, check_rng
+from kngflow.mechanisms.claims import Density
+from kngflow.mechanisms.generic import NORMS, GenericKNG, NonPrivateBase
 
 __all__ = ["NonPrivate", "KNG", "ExtendedObjectivePerturbation", "ObjectivePerturbation", "check_logistic_data",
            "perturbed_log_density"]
@@ -36,7 +36,7 @@ _ORD = {"l1": 1, "l2": 2, "linf": np.inf}
 def check_logistic_data(data) -> LogisticData:
     """Validate :class:`LogisticData`: shapes, ``|x| <= 1``, ``y`` in ``{0, 1}``."""
     if not isinstance(data, LogisticData):
-        raise TypeError(f"data must be a kngflow.problems.logistic.LogisticData, got {type(data).__name__}")
+        raise TypeError(f"data must be a kngflow.models.logistic.problem.LogisticData, got {type(data).__name__}")
     X, y = data.X, data.y
     if not (isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype == np.float64 and X.flags.c_contiguous):
         raise ValueError("data.X must be a C-contiguous 2-D float64 array")
@@ -82,10 +82,10 @@ class KNG(GenericKNG):
     even sweeps along the normalised columns of ``H^-1``, ``H = sum_i sigma'(x_i' beta)
     x_i x_i'`` the Hessian at the chain's state, odd sweeps along the axes; ``H`` is
     recomputed with the proposal scales every 20 sweeps of the burn-in and both are frozen
-    for the second half (:func:`~kngflow.samplers.generic.precond_metropolis_chains`).
+    for the second half (:func:`~kngflow.kernels.generic.precond_metropolis_chains`).
     Along the columns of ``H^-1`` the gradient moves in one coordinate at a time, so the
     ℓ∞ norm has no corner where every move is uphill.  Axis moves alone
-    (``precondition=False``, the plain :func:`~kngflow.samplers.generic.metropolis_chains`)
+    (``precondition=False``, the plain :func:`~kngflow.kernels.generic.metropolis_chains`)
     stall in such corners for large ``n`` — every gradient coordinate at the same
     magnitude, the Hessian's off-diagonal terms making each axis move raise the maximum:
     at ``n = 10^5`` (Algorithm 3, ε = 1) 1000 steps end 2.2 from the mode.  The directions
@@ -153,7 +153,7 @@ class ExtendedObjectivePerturbation(Mechanism):
     (the paper's objective times n, which does not move the argmin; ``r = 0``).
     ``Delta_K = 2 sup ||x||_K`` bounds ``||grad l(theta; x) - grad l(theta; x')||_K`` for
     every ``theta`` in ``R^m`` and ``lambda`` every eigenvalue of one record's Hessian
-    (:mod:`kngflow.problems.logistic`).  Privacy (Kifer et al. 2012; Awan & Slavković
+    (:mod:`kngflow.models.logistic.problem`).  Privacy (Kifer et al. 2012; Awan & Slavković
     Theorem 5.1): the map ``theta -> V = -(grad l_n(theta) + gamma theta)`` is a bijection
     of ``R^m`` (the objective is ``gamma``-strongly convex), so ``theta`` has density
     ``f_V(V(theta)) det H(theta)``, ``H = hess l_n + gamma I``.  Between adjacent data sets
@@ -168,7 +168,7 @@ class ExtendedObjectivePerturbation(Mechanism):
     so the release stays eps-DP, and the Newton system stays well conditioned in float64.
 
     Inexact minimisation (Sarwate's chapter, §7.3.2): the proof covers the exact
-    minimiser.  Newton's method (:func:`~kngflow.problems.logistic.perturbed_minimiser`)
+    minimiser.  Newton's method (:func:`~kngflow.models.logistic.problem.perturbed_minimiser`)
     stops when ``||grad||_2 <= tol (n + ||V||_2)`` — ``tol`` relative to the size of the
     summed terms — or at floating-point resolution.  By strong convexity the release is
     then within ``||grad||_2 / gamma`` of the exact minimiser: a data-dependent

@@ -43,7 +43,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import ndtri
 
-from .base import Problem
+from kngflow.problems.base import Problem, check_tau
 
 __all__ = [
     "QuantileData",
@@ -54,15 +54,6 @@ __all__ = [
     "gradient_sensitivity",
     "loss_sensitivity",
 ]
-
-
-def check_tau(tau) -> float:
-    """Return ``tau`` as float; TypeError/ValueError naming ``tau`` unless in ``(0, 1)``."""
-    if isinstance(tau, bool) or not isinstance(tau, Real):
-        raise TypeError(f"tau must be a real number in (0, 1), got {type(tau).__name__}")
-    if not (0.0 < tau < 1.0):
-        raise ValueError(f"tau must be in (0, 1), got {tau!r}")
-    return float(tau)
 
 
 def check_bounds(lower, upper) -> tuple[float, float]:

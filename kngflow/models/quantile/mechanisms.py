@@ -1,8 +1,8 @@
 """1-D quantile mechanisms: Smith's PrivateQuantile (KNG) and the exponential mechanism.
 
-Data are :class:`~kngflow.problems.quantile.QuantileData` (sorted, inside public bounds
+Data are :class:`~kngflow.models.quantile.problem.QuantileData` (sorted, inside public bounds
 ``[lower, upper]``, which are also ``Theta`` with its uniform base measure).  Both
-densities are sampled exactly (:func:`kngflow.samplers.quantile.quantile_draws`: interval
+densities are sampled exactly (:func:`kngflow.models.quantreg.sampler.quantile_draws`: interval
 masses between order statistics in log space); the generic Metropolis kernel stays
 available (``sampler="metropolis"``) and is checked against the exact sampler in the tests.
 """
@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..problems.quantile import (
+from kngflow.models.quantile.problem import (
     QuantileData,
     empirical_quantile,
     gradient_sensitivity,
     loss_sensitivity,
     quantile_data,
 )
-from ..samplers.quantile import TARGET_EXP, TARGET_KNG, quantile_draws, quantile_gradient, quantile_loss
-from .base import check_epsilon, check_rng
-from .generic import GenericExponential, GenericKNG, NonPrivateBase
+from kngflow.models.quantile.sampler import TARGET_EXP, TARGET_KNG, quantile_draws, quantile_gradient, quantile_loss
+from kngflow.mechanisms.base import check_epsilon, check_rng
+from kngflow.mechanisms.generic import GenericExponential, GenericKNG, NonPrivateBase
 
 __all__ = ["NonPrivate", "KNG", "Exponential", "private_quantile", "check_quantile_data"]
 
@@ -28,7 +28,7 @@ __all__ = ["NonPrivate", "KNG", "Exponential", "private_quantile", "check_quanti
 def check_quantile_data(data) -> QuantileData:
     """Validate :class:`QuantileData` (type, non-empty 1-D, finite, inside the bounds)."""
     if not isinstance(data, QuantileData):
-        raise TypeError(f"data must be a kngflow.problems.quantile.QuantileData, got {type(data).__name__}")
+        raise TypeError(f"data must be a kngflow.models.quantile.problem.QuantileData, got {type(data).__name__}")
     y = data.y
     if not isinstance(y, np.ndarray) or y.ndim != 1 or y.dtype != np.float64 or y.shape[0] == 0:
         raise ValueError("data.y must be a non-empty 1-D float64 array")
@@ -85,7 +85,7 @@ class KNG(_Quantile1D, GenericKNG):
         f(theta) ∝ exp(-eps/2 |#{y_i <= theta} - tau n|),
 
     i.e. ``eps/(2 Delta) |l_n'(theta)|`` with gradient sensitivity ``Delta = 1``
-    (derived in :mod:`kngflow.problems.quantile`; every norm is ``|.|`` in 1-D).
+    (derived in :mod:`kngflow.models.quantile.problem`; every norm is ``|.|`` in 1-D).
     ε-DP by the exponential mechanism.  Sampled exactly: piecewise constant between
     order statistics.
     """
@@ -101,7 +101,7 @@ class Exponential(_Quantile1D, GenericExponential):
 
         f(theta) ∝ exp(-eps l_n(theta) / (2 max(tau, 1-tau)(upper - lower))),
 
-    ε-DP as ``l_n`` has that sensitivity (:mod:`kngflow.problems.quantile`).  Piecewise
+    ε-DP as ``l_n`` has that sensitivity (:mod:`kngflow.models.quantile.problem`).  Piecewise
     exponential between order statistics: sampled exactly.
     """
 

@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .base import SimulatedProblem, check_dimension, check_finite_positive, check_vector
+from kngflow.problems.base import SimulatedProblem, check_dimension, check_finite_positive, check_vector
 
 __all__ = [
     "MeanData",

@@ -1,16 +1,16 @@
-"""Geometric-median mechanisms (KNG paper §4.4); sensitivity in :mod:`kngflow.problems.geomedian`.
+"""Geometric-median mechanisms (KNG paper §4.4); sensitivity in :mod:`kngflow.models.geomedian.problem`.
 
 KNG has no tractable exact sampler here: it runs the generic random-walk Metropolis
-kernel (:mod:`kngflow.samplers.generic`), ``O(n d)`` per coordinate update.
+kernel (:mod:`kngflow.kernels.generic`), ``O(n d)`` per coordinate update.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..problems.geomedian import GeoMedianData, geomedian_gradient, gradient_sensitivity, weiszfeld
-from .base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_epsilon, check_rng
-from .generic import GenericKNG
+from kngflow.models.geomedian.problem import GeoMedianData, geomedian_gradient, gradient_sensitivity, weiszfeld
+from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_epsilon, check_rng
+from kngflow.mechanisms.generic import GenericKNG
 
 __all__ = ["NonPrivate", "KNG", "check_geomedian_data"]
 
@@ -21,7 +21,7 @@ TOL, MAX_ITER = 1e-12, 10_000
 def check_geomedian_data(data) -> GeoMedianData:
     """Validate :class:`GeoMedianData`: a non-empty finite C-contiguous (n, d) float64 array."""
     if not isinstance(data, GeoMedianData):
-        raise TypeError(f"data must be a kngflow.problems.geomedian.GeoMedianData, got {type(data).__name__}")
+        raise TypeError(f"data must be a kngflow.models.geomedian.problem.GeoMedianData, got {type(data).__name__}")
     X = data.X
     if not (isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype == np.float64 and X.flags.c_contiguous):
         raise ValueError("data.X must be a C-contiguous 2-D float64 array")

@@ -39,8 +39,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._jit import jit
-from .base import SimulatedProblem, check_vector
+from kngflow._jit import jit
+from kngflow.problems.base import SimulatedProblem, check_vector
 
 __all__ = [
     "LogisticData",
@@ -259,7 +259,7 @@ def perturbed_minimiser(X, y, gamma, V, tol_abs, max_iter):
 def dataset_data(name: str) -> LogisticData:
     """The real data set ``name`` (:mod:`kngflow.problems.datasets`) as :class:`LogisticData`:
     read once per process, read-only arrays shared by every replicate (no mechanism writes them)."""
-    from .datasets import load_dataset
+    from kngflow.problems.datasets import load_dataset
 
     data = load_dataset(name)
     return LogisticData(data.X, data.y)
@@ -300,7 +300,7 @@ class LogisticProblem(SimulatedProblem):
 
     def __post_init__(self):
         if self.dataset is not None:
-            from .datasets import check_dataset
+            from kngflow.problems.datasets import check_dataset
 
             check_dataset(self.dataset, "logistic")
             if self.beta is not None:
@@ -328,7 +328,7 @@ class LogisticProblem(SimulatedProblem):
     def caveats(self) -> str:
         if self.dataset is None:
             return ""
-        from .datasets import load_dataset
+        from kngflow.problems.datasets import load_dataset
 
         data = load_dataset(self.dataset)
         return (
@@ -346,7 +346,7 @@ class LogisticProblem(SimulatedProblem):
         """``n >= 1``; with ``dataset``, ``n`` must be its number of rows."""
         super().check_n(n)
         if self.dataset is not None:
-            from .datasets import load_dataset
+            from kngflow.problems.datasets import load_dataset
 
             rows = load_dataset(self.dataset).n
             if n != rows:

@@ -48,9 +48,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import ndtri
 
-from .base import Problem
-from .linear import LinearProblem
-from .quantile import check_tau
+from kngflow.problems.base import Problem, check_tau
+from kngflow.problems.protocols import PROTOCOLS, check_regression_n, protocol_caveats
 
 __all__ = [
     "QuantRegData",
@@ -209,7 +208,6 @@ def quantreg_lp(data: QuantRegData, *, direct_max: int = 5000) -> np.ndarray:
     return _dual_lp(X, y, tau, np.zeros(d))
 
 
-_PROTOCOLS = ("paper", "public_bound")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -252,8 +250,8 @@ class QuantRegProblem(Problem):
         if ts.ndim != 1 or ts.shape[0] < 1 or not np.all(np.isfinite(ts)):
             raise ValueError(f"theta_star must be a non-empty list of finite numbers, got {self.theta_star!r}")
         object.__setattr__(self, "theta_star", ts)
-        if self.protocol not in _PROTOCOLS:
-            raise ValueError(f"protocol must be one of {_PROTOCOLS}, got {self.protocol!r}")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
         if self.protocol == "public_bound":
             yb = self.y_bound
             if yb is None or isinstance(yb, bool) or not isinstance(yb, Real) or not (math.isfinite(yb) and yb > 0):
@@ -264,10 +262,13 @@ class QuantRegProblem(Problem):
         return int(self.theta_star.shape[0])
 
     # the same Y protocols as linear regression, so the same caveats and the same n >= d
-    # (both read ``dataset``: quantile regression has no fixed data sets)
-    dataset = None
-    caveats = LinearProblem.caveats
-    check_n = LinearProblem.check_n
+    @property
+    def caveats(self) -> str:
+        return protocol_caveats(self.protocol, self.y_bound)
+
+    def check_n(self, n: int) -> None:
+        """Raise TypeError/ValueError naming ``n`` unless an integer ``>= d``."""
+        check_regression_n(n, self.d)
 
     def simulate(self, n: int, rng: np.random.Generator) -> QuantRegData:
         """One scaled data set: ``X`` (n, d) and ``y`` (n,), the only ``n x d`` array."""

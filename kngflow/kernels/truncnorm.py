@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import math
 
-from .._jit import jit
+from kngflow._jit import jit
 
 __all__ = ["truncnorm", "truncnorm_fill", "standard_truncnorm", "scheme", "SCHEME_NAMES"]
 
