@@ -88,8 +88,8 @@ def loss_lower_bound(counts_a: np.ndarray, counts_b: np.ndarray, n: int, alpha: 
 
 
 def _delta(mechanism) -> float:
-    """The δ the mechanism claims (0: pure ε-DP); the audit bounds ε at that δ."""
-    return float(getattr(mechanism, "delta", 0.0))
+    """The δ of the mechanism's privacy claim (0: pure ε-DP); the audit bounds ε at that δ."""
+    return float(mechanism.privacy_claim().delta)
 
 
 def _pilot_size(draws: int, pilot: int | None) -> int:
