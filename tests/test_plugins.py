@@ -188,3 +188,50 @@ def test_a_worker_that_cannot_import_the_plugin_is_named(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot import plug-in module 'laplace_mean'" in lines[0], proc.stderr
     assert not (runs / "s.zarr").exists()
+
+
+# --------------------------------------------------------------------------- entry points, public names
+def test_an_installed_package_registers_short_names(tmp_path):
+    """A distribution's ``kngflow.mechanisms`` / ``kngflow.problems`` entry points (a real
+    ``.dist-info`` on ``PYTHONPATH``) make short names usable in a spec; the store records
+    the plug-in's package version."""
+    files = doc_blocks()[0]
+    pkg = tmp_path / "site" / "kngplug"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "laplace_mean.py").write_text(files["laplace_mean.py"])
+    (pkg / "beta_mean.py").write_text(files["beta_mean.py"])
+    info = tmp_path / "site" / "kngplug-1.2.3.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: kngplug\nVersion: 1.2.3\n")
+    (info / "top_level.txt").write_text("kngplug\n")
+    (info / "entry_points.txt").write_text(
+        "[kngflow.mechanisms]\nlaplace_mean = kngplug.laplace_mean:LaplaceMean\n\n"
+        "[kngflow.problems]\nbeta_mean = kngplug.beta_mean:BetaMean\n")
+    spec = tmp_path / "s.toml"
+    spec.write_text(SPEC.format(kind="laplace_mean").replace('name = "mean"', 'name = "beta_mean"'))
+    store = tmp_path / "s.zarr"
+    proc = kngflow_cli("run", spec, "--store", store, "--workers", 1, "--no-dashboard", "--no-progress",
+                       env=_env(tmp_path / "site"), timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ds = xr.open_zarr(store)
+    assert int(ds.done.sum()) == ds.done.size and ds.attrs["problem"] == "beta_mean"
+    plugins = {p["class"]: p for p in json.loads(ds.attrs["plugins"])}
+    assert plugins["LaplaceMean"]["version"] == "1.2.3" and plugins["BetaMean"]["module"] == "kngplug.beta_mean"
+
+
+def test_the_public_names_stay_importable():
+    """What users import: get_mechanism, private_quantile and the data helpers, from documented places."""
+    from kngflow.mechanisms import Mechanism, Release, get_mechanism, private_quantile
+    from kngflow.problems import (Problem, geomedian_data, get_problem, logistic_data, mean_data, quantreg_data,
+                                  stats_from_arrays)
+
+    rng = np.random.default_rng(0)
+    data = mean_data(rng.uniform(-1, 1, (50, 2)), radius=1.0)
+    assert (data.n, data.radius, data.data_norm, data.xbar.shape) == (50, 1.0, "linf", (2,))
+    assert isinstance(get_mechanism("mean", "kng"), Mechanism)
+    assert isinstance(get_mechanism("mean", "kng").release(data, 1.0, rng), Release)
+    assert -1.0 <= private_quantile(rng, rng.uniform(-1, 1, 100), 0.5, 1.0, -1.0, 1.0) <= 1.0
+    assert isinstance(get_problem("linear"), Problem)
+    for helper in (geomedian_data, logistic_data, quantreg_data, stats_from_arrays):
+        assert callable(helper)
