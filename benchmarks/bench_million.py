@@ -18,9 +18,13 @@ cells of about 0.1 ms each.  Printed in one run:
   holds (``Dataset.nbytes`` of the loaded store);
 * ``xr.open_zarr(store).load()``, ``kngflow status`` and ``kngflow report`` times;
 * the same store numbers, ``load()`` and ``report`` times, and the wall time for
-  ``workflows/kng_linear.toml`` (the KNG paper's Figure 1), unless ``--no-figure1``.
+  ``workflows/kng_linear.toml`` (the KNG paper's Figure 1), unless ``--no-figure1``;
+* the cost of the stores' CRC32C checksum: the million store's data written and read
+  back (``to_zarr`` and ``open_zarr(...).load()``, same chunks, best of
+  ``--checksum-repeats``) with Zstandard and CRC32C, as kngflow writes stores, and
+  with Zstandard alone; the ratios checksummed / plain.
 
-    python benchmarks/bench_million.py [--workers 2] [--replicates 33334] [--no-figure1]
+    python benchmarks/bench_million.py [--workers 2] [--replicates 33334] [--no-figure1] [--checksum-repeats 5]
 """
 
 from __future__ import annotations
@@ -175,6 +179,42 @@ def report_seconds(store: str, tmp: str) -> float:
     return cli_seconds("report", store, "--out", Path(tmp) / f"report-{Path(store).stem}")
 
 
+def checksum_cost(store: str, tmp: str, repeats: int) -> dict:
+    """Write and read the data of ``store`` with and without the CRC32C codec (same chunks,
+    same Zstandard level as kngflow's stores): best-of-``repeats`` seconds and their ratios."""
+    import xarray as xr
+    import zarr
+
+    from kngflow.store.zarrstore import _compressors, _quiet
+
+    with _quiet():
+        ds = xr.open_zarr(store, consolidated=False).load()
+        g = zarr.open_group(store, mode="r", use_consolidated=False)
+        chunks = {v: g[v].chunks for v in ds.data_vars}
+    codecs = {"crc32c": _compressors(), "plain": tuple(c for c in _compressors() if type(c).__name__ != "Crc32cCodec")}
+    assert len(codecs["plain"]) == len(codecs["crc32c"]) - 1
+    best = {k: {"write_s": float("inf"), "read_s": float("inf")} for k in codecs}
+    for _ in range(repeats):
+        for kind, comp in codecs.items():  # alternate, so that a drifting machine biases neither
+            path = str(Path(tmp) / f"checksum-{kind}.zarr")
+            shutil.rmtree(path, ignore_errors=True)
+            encoding = {v: {"chunks": chunks[v], "compressors": comp} for v in ds.data_vars}
+            with _quiet():
+                t0 = time.perf_counter()
+                ds.to_zarr(path, mode="w", encoding=encoding, consolidated=False, zarr_format=3)
+                t1 = time.perf_counter()
+                xr.open_zarr(path, consolidated=False).load()
+                t2 = time.perf_counter()
+            best[kind]["write_s"] = min(best[kind]["write_s"], t1 - t0)
+            best[kind]["read_s"] = min(best[kind]["read_s"], t2 - t1)
+            best[kind]["bytes"] = sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+            shutil.rmtree(path, ignore_errors=True)
+    return {**best, "repeats": repeats, "number_bytes": int(ds.nbytes),
+            "write_ratio": best["crc32c"]["write_s"] / best["plain"]["write_s"],
+            "read_ratio": best["crc32c"]["read_s"] / best["plain"]["read_s"],
+            "bytes_ratio": best["crc32c"]["bytes"] / best["plain"]["bytes"]}
+
+
 def print_store(prefix: str, s: dict) -> None:
     print(f"{prefix} store      {s['files']} files, {s['bytes'] / 1e6:.1f} MB on disk for "
           f"{s['number_bytes'] / 1e6:.1f} MB of numbers (x{s['bytes'] / s['number_bytes']:.2f})")
@@ -190,6 +230,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-figure1", action="store_true", help="skip the Figure 1 store")
     ap.add_argument("--keep", metavar="DIR", help="leave the stores in DIR (default: a temporary directory, removed)")
     ap.add_argument("--json", action="store_true", help="print the numbers as one JSON line too")
+    ap.add_argument("--checksum-repeats", type=int, default=5, metavar="K",
+                    help="write/read repetitions of the checksum cost, best of K (default 5; 0: skip)")
     args = ap.parse_args(argv)
 
     from kngflow.sweep import load_spec, parse_spec
@@ -239,6 +281,12 @@ def main(argv=None) -> int:
         print_store("", m)
         print(f"status          {m['status_s']:.2f} s")
         print(f"report          {m['report_s']:.2f} s")
+        if args.checksum_repeats > 0:
+            c = out["checksum"] = checksum_cost(store, tmp, args.checksum_repeats)
+            print(f"checksum        CRC32C on {c['number_bytes'] / 1e6:.1f} MB of numbers, best of {c['repeats']}: "
+                  f"write {c['crc32c']['write_s']:.3f} s vs {c['plain']['write_s']:.3f} s without "
+                  f"(x{c['write_ratio']:.3f}), read {c['crc32c']['read_s']:.3f} s vs {c['plain']['read_s']:.3f} s "
+                  f"(x{c['read_ratio']:.3f}), bytes x{c['bytes_ratio']:.4f}")
 
         if not args.no_figure1:
             fig = load_spec(ROOT / "workflows" / "kng_linear.toml")

@@ -49,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--cluster", metavar="FILE", help="deployment file, e.g. cluster/slurm.yaml")
     run.add_argument(
         "--connect-timeout", type=float, default=60.0, metavar="S",
-        help="seconds to wait for the Dask scheduler (default 60)",
+        help="seconds to wait for the Dask scheduler, and for a worker once every worker has left the run "
+        "(then the run stops; the cells done are kept) (default 60)",
     )
     run.add_argument("--workers", type=int, metavar="N", help="local workers (default: one per core) or jobs for --cluster")
     run.add_argument(
@@ -200,12 +201,14 @@ def _target_problem(args) -> str | None:
     return None
 
 
-def _damage_problem(store, *, repair: bool = False) -> str | None:
+def _damage_problem(store, *, repair: bool = False, spec=None) -> str | None:
     """One line if the existing store at ``store`` is damaged (None if sound or absent).
 
-    With ``repair``, damaged chunks are cleared (their cells will be recomputed)
+    With ``repair``, damaged metadata is rebuilt from ``spec`` where it can be
+    (:func:`_rebuild`), damaged chunks are cleared (their cells will be recomputed),
     and only damage that cannot be repaired is reported.
     """
+    from kngflow.store import StoreDamaged
     from kngflow.store.verify import repair_store, verify_store
 
     if not Path(store).exists():
@@ -215,14 +218,70 @@ def _damage_problem(store, *, repair: bool = False) -> str | None:
         return None
     meta = [d for d in damage if d.variable is None]
     if repair and meta:
-        return (f"cannot repair {store}: {meta[0].line()}; restore that file from a copy, or delete the store "
-                "and run again")
+        try:
+            rebuilt = _rebuild(spec, store)
+        except StoreDamaged as exc:
+            return (f"cannot repair {store}: {exc}; restore that file from a copy of the store, or delete the store "
+                    "and run again")
+        print(f"repaired {store}: rebuilt {', '.join(rebuilt)} from the spec", flush=True)
+        damage = verify_store(store)
+        meta = [d for d in damage if d.variable is None]
+        if meta:
+            return (f"cannot repair {store}: {meta[0].line()}; restore that file from a copy of the store, or delete "
+                    "the store and run again")
+        if not damage:
+            return None
     if repair:
         cells = repair_store(store, damage)
         print(f"repaired {store}: {len(damage)} damaged chunks cleared, {cells} cells to recompute", flush=True)
         return None
     return (f"store {store} is damaged ({damage[0].line()}{f' and {len(damage) - 1} more' if len(damage) > 1 else ''}); "
             f"run `kngflow verify {store}`, then `kngflow run SPEC --store {store} --repair`")
+
+
+def _rebuild(spec, store) -> list[str]:
+    """Rebuild the damaged metadata of ``store`` from a template made from the store's own spec
+    (in its root attributes) or, if the root is what is damaged, from ``spec``; a damaged root
+    is rebuilt only once ``spec`` recomputes a done cell of each mechanism bit for bit."""
+    import tempfile
+
+    import numpy as np
+
+    from kngflow.store import StoreError
+    from kngflow.store.verify import rebuild_metadata, stored_spec_text
+    from kngflow.sweep.engine import compute_block, prepare_store
+    from kngflow.sweep.plan import Task
+    from kngflow.sweep.spec import SpecError, parse_spec
+
+    text = stored_spec_text(store)
+    if text:
+        try:
+            spec = parse_spec(text)
+        except SpecError:
+            pass
+
+    def check(read):  # the spec must reproduce a done cell of each mechanism: same seed, same mechanisms
+        done = read("done")
+        labels, epsilons = [str(x) for x in read("mechanism")], [float(x) for x in read("epsilon")]
+        ns, reps = read("n"), read("replicate")
+        for a in range(len(labels)):
+            cells = np.argwhere(done[a])
+            if not len(cells):
+                continue
+            i, e, r = (int(k) for k in cells[0])
+            need = np.zeros((len(labels), len(epsilons), 1), dtype=bool)
+            need[a, e, 0] = True
+            task = Task(key="rebuild-check", n=int(ns[i]), n_index=i, start=r, stop=r + 1, replicates=reps[r:r + 1],
+                        need=need, missing=1)
+            got = compute_block(spec.text, labels, epsilons, task).cells["estimate"][a, e, 0]
+            if not np.array_equal(got, read("estimate", (a, i, e, r)), equal_nan=True):
+                raise StoreError(f"the spec does not reproduce the store's cell mechanism={labels[a]} n={int(ns[i])} "
+                                 f"eps={epsilons[e]:g} replicate={int(reps[r])}: pass the spec the store was made from")
+
+    with tempfile.TemporaryDirectory(prefix="kngflow-template-") as tmp:
+        template = Path(tmp) / "template.zarr"
+        prepare_store(spec, template)
+        return rebuild_metadata(store, template, check=check)
 
 
 def _dashboard_link(client) -> str | None:
@@ -277,17 +336,19 @@ def cmd_run(args) -> int:
     from kngflow.sweep.cluster import ClusterConfigError, connect
     from kngflow.sweep.engine import (SchedulerLost, VersionMismatch, check_store, check_workers, plugin_modules,
                                       runtime_versions)
-    from kngflow.sweep.quiet import log_to_file
+    from kngflow.sweep.quiet import drop_reconnect_errors, log_to_file
 
     if args.log_file:
         log_to_file(args.log_file)
+    else:
+        drop_reconnect_errors()  # a lost scheduler is reported below, in one line
     dashboard = None if args.no_dashboard else args.dashboard_address
     where = args.scheduler or args.scheduler_file or args.cluster or "local cluster"
     try:
         with contextlib.ExitStack() as stack:
             try:
                 stack.enter_context(RunLock(args.store))
-                damage = _damage_problem(args.store, repair=args.repair)
+                damage = _damage_problem(args.store, repair=args.repair, spec=spec)
                 if damage:
                     _err(damage)
                     return EXIT_BAD_INPUT
@@ -352,6 +413,7 @@ def cmd_run(args) -> int:
                 task_timeout=args.task_timeout,
                 flush_seconds=args.flush_seconds,
                 progress=not args.no_progress,
+                worker_timeout=args.connect_timeout,
             )
     except (ClusterConfigError, VersionMismatch, SchedulerLost, StoreError) as exc:
         _err(str(exc))
@@ -395,6 +457,10 @@ def cmd_plan(args) -> int:
         _err("--task-seconds must be > 0 and --workers >= 1")
         return EXIT_BAD_INPUT
     try:
+        damage = _damage_problem(args.store) if args.store else None
+        if damage:
+            _err(damage)
+            return EXIT_BAD_INPUT
         est = _estimate(spec, args.store, args.task_seconds, args.workers)[1]
     except StoreError as exc:
         _err(str(exc))
@@ -518,11 +584,11 @@ def cmd_report(args) -> int:
         _err(problem)
         return EXIT_BAD_INPUT
     try:
-        read_meta(args.store)
         damage = _damage_problem(args.store)
         if damage:
             _err(damage)
             return EXIT_BAD_INPUT
+        read_meta(args.store)
     except StoreError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT

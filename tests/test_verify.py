@@ -84,8 +84,52 @@ def test_damaged_metadata_gives_one_line(sound, tmp_path, target):
         assert target in _one_line(kngflow_cli(*cmd))
     v = kngflow_cli("verify", store, "--no-progress")
     assert v.returncode == 1 and target in v.stdout, v.stdout + v.stderr
+
+
+def _undo(store, replicate: int) -> None:
+    """Mark the cells of one replicate not done, as an interrupted run leaves them."""
+    done = zarr.open_group(str(store), mode="r+", use_consolidated=False)["done"]
+    flags = done[...]
+    flags[..., replicate] = 0
+    done[...] = flags
+
+
+@pytest.mark.parametrize("target", ["zarr.json", "zarr.json missing", "estimate/zarr.json", "n/zarr.json missing",
+                                    "done/zarr.json"])
+def test_damaged_metadata_is_rebuilt_from_the_spec_and_the_run_resumes(sound, tmp_path, target):
+    spec, good = sound
+    store = _copy(sound, tmp_path)
+    _undo(store, 2)
+    file = store / target.split()[0]
+    if target.endswith("missing"):
+        file.unlink()
+    else:
+        file.write_text("{garbage")
+    r = kngflow_cli("run", spec, "--store", store, "--repair", *RUN)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"rebuilt {file} from the spec" in r.stdout
+    assert "16/24 cells done, 8 to compute" in r.stdout  # the done cells are kept
+    assert kngflow_cli("verify", store, "--no-progress").returncode == 0
+    assert_same(st.open_dataset(good).load(), st.open_dataset(store).load())
+
+
+def test_metadata_that_cannot_be_rebuilt_gives_one_line(sound, tmp_path):
+    """A damaged root and another spec (another seed: same coordinates and chunks), or an
+    intact array unlike the spec's: one line naming the file, nothing written."""
+    spec = sound[0]
+    other = tmp_path / "other.toml"
+    other.write_text(tiny_spec(replicates=3, seed=8))
+    store = _copy(sound, tmp_path)
+    (store / "zarr.json").write_text("{garbage")
+    line = _one_line(kngflow_cli("run", other, "--store", store, "--repair", *RUN))
+    assert "cannot repair" in line and str(store / "zarr.json") in line and "does not reproduce" in line
+    assert (store / "zarr.json").read_text() == "{garbage"
+    meta = json.loads((store / "error" / "zarr.json").read_text())
+    meta["fill_value"] = 0.0
+    (store / "error" / "zarr.json").write_text(json.dumps(meta))
     line = _one_line(kngflow_cli("run", spec, "--store", store, "--repair", *RUN))
-    assert "cannot repair" in line and target in line
+    assert "cannot repair" in line and str(store / "error" / "zarr.json") in line and "fill_value" in line
+    assert (store / "zarr.json").read_text() == "{garbage"
 
 
 def test_store_of_a_future_format_is_refused(sound, tmp_path):

@@ -61,6 +61,7 @@ __all__ = [
     "preflight",
     "PluginFailure",
     "SchedulerLost",
+    "WorkersLost",
     "check_workers",
     "package_versions",
     "runtime_versions",
@@ -258,6 +259,17 @@ class VersionMismatch(RuntimeError):
 
 class SchedulerLost(RuntimeError):
     """The run lost its connection to the Dask scheduler (the cells written so far are kept)."""
+
+
+class WorkersLost(SchedulerLost):
+    """Every worker left the run and none joined within the bound (the cells written so far are kept)."""
+
+
+def scheduler_lost(exc: BaseException) -> SchedulerLost:
+    return SchedulerLost(
+        f"lost the Dask scheduler ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+        "the cells done so far are saved: run the same command again, against a running scheduler, to resume"
+    )
 
 
 def version_mismatch(expected: dict, found: dict, where: str) -> str | None:
@@ -681,8 +693,11 @@ class _Window:
     """
 
     def __init__(self, client, cost: CostModel, *, fixed: int | None = None, every: float = 2.0,
-                 expect: dict | None = None):
+                 expect: dict | None = None, worker_timeout: float | None = None):
         self.client, self.cost, self.fixed, self.every, self.expect = client, cost, fixed, every, expect
+        self.worker_timeout = worker_timeout
+        self._seen = False  # some worker was present: from then on, no worker at all is a loss
+        self._empty_since: float | None = None
         self.known: set = set()
         self.threads = self.capacity = 0
         self._at = -math.inf
@@ -696,15 +711,32 @@ class _Window:
         try:
             nthreads = self.client.nthreads()
         except OSError as exc:  # CommClosedError, connection refused or timed out
-            raise SchedulerLost(
-                f"lost the Dask scheduler ({type(exc).__name__}: {exc}); the cells done so far are saved: "
-                "run the same command again, against a running scheduler, to resume"
-            ) from None
+            raise scheduler_lost(exc) from None
+        self._check_lost(bool(nthreads), now)
         if self.expect is not None:
             check_workers(self.client, self.expect, set(nthreads) - self.known)
         self.known = set(nthreads)
         self.threads = sum(nthreads.values())
         self.capacity = max(self.threads, self._adaptive_threads(len(nthreads)))
+
+    def _check_lost(self, present: bool, now: float) -> None:
+        """Raise :class:`WorkersLost` once no worker has been present for ``worker_timeout`` s after
+        some were (an adaptive cluster the client owns brings its own workers back: never)."""
+        if present or self.worker_timeout is None:
+            self._seen = self._seen or present
+            self._empty_since = None
+            return
+        adaptive = getattr(getattr(self.client, "cluster", None), "_adaptive", None)
+        if not self._seen or getattr(adaptive, "state", None) in ("starting", "running"):
+            return
+        if self._empty_since is None:
+            self._empty_since = now
+        elif now - self._empty_since >= self.worker_timeout:
+            raise WorkersLost(
+                f"every Dask worker left the run and none joined within {self.worker_timeout:g} s "
+                "(--connect-timeout); the cells done so far are saved: start workers, then run the same "
+                "command again to resume"
+            )
 
     def _adaptive_threads(self, workers: int) -> int:
         adaptive = getattr(getattr(self.client, "cluster", None), "_adaptive", None)
@@ -738,6 +770,7 @@ def run_sweep(
     prepared=None,
     check_versions: bool = True,
     refresh_seconds: float = 2.0,
+    worker_timeout: float | None = None,
 ) -> RunResult:
     """Compute every missing cell of ``spec`` into ``store_path`` on ``client``'s cluster.
 
@@ -769,6 +802,12 @@ def run_sweep(
     marked failed with the reason.  ``flush_seconds`` is the longest a finished
     block waits in the client before it is written.  ``prepared`` is the result
     of :func:`prepare_store` when the caller already called it.
+
+    ``worker_timeout`` (seconds; default: wait for ever): once every worker has left
+    (killed, or their jobs ended), the run waits this long for one to join, then stops
+    with :class:`WorkersLost` (not with a cluster the client owns that adapts: it starts
+    workers itself).  A lost scheduler stops the run with :class:`SchedulerLost`.  Either
+    way the cells written so far are kept and a rerun resumes.
     """
     from distributed import as_completed
 
@@ -776,7 +815,8 @@ def run_sweep(
     cost = cost or CostModel()
     store_path = str(Path(store_path).resolve())
     expect = runtime_versions(plugin_modules(spec)) if check_versions else None
-    window = _Window(client, cost, fixed=max_in_flight, every=refresh_seconds, expect=expect)
+    window = _Window(client, cost, fixed=max_in_flight, every=refresh_seconds, expect=expect,
+                     worker_timeout=worker_timeout)
     if prepared is None:
         prepared = prepare_store(spec, store_path, replicate_chunk=replicate_chunk)
     meta, action = prepared
@@ -887,9 +927,12 @@ def run_sweep(
                                 finish(failed_block(labels, epsilons, d, task, timeout_message(task_timeout)))
                     if not batch:
                         time.sleep(0.02)
-            except BaseException:
+            except BaseException as exc:
                 with contextlib.suppress(Exception):
                     client.cancel([f for _, _, f in futs.values()], force=True)
+                closed = getattr(client, "status", "running") != "running"  # after the scheduler went away
+                if isinstance(exc, Exception) and not isinstance(exc, SchedulerLost) and closed:
+                    raise scheduler_lost(exc) from None
                 raise
         st.consolidate(store_path)
     done, failed = st.read_flags(store_path)

@@ -10,6 +10,8 @@ a local cluster (:mod:`kngflow.sweep.worker_preload`).
   exits at once.
 * :func:`log_to_file`: the handlers that write logging to the terminal write
   to a file instead, and warnings go there too.
+* :func:`drop_reconnect_errors`: ``distributed``'s own log lines about a lost
+  scheduler stay off the terminal; the command line says it in one line.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import threading
 import warnings
 from collections.abc import Iterator
 
-__all__ = ["Interrupted", "exit_on_signals", "silence", "log_to_file", "LOG_FILE_ENV", "SIGNALS"]
+__all__ = ["Interrupted", "exit_on_signals", "silence", "log_to_file", "drop_reconnect_errors", "LOG_FILE_ENV",
+           "SIGNALS"]
 
 #: Signals that stop a run cleanly.
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -126,3 +129,29 @@ def log_to_file(path: str | os.PathLike) -> logging.Handler:
         logging.root.setLevel(logging.WARNING)
     logging.captureWarnings(True)
     return handler
+
+
+class _LostScheduler(logging.Filter):
+    """Drops the client's records about reconnecting to a scheduler that went away."""
+
+    PREFIXES = ("Failed to reconnect to scheduler", "Lost connection to scheduler", "Not able to reconnect")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            msg = str(record.getMessage())
+        except Exception:  # noqa: BLE001 - a malformed record is not ours to judge
+            return True
+        return not msg.startswith(self.PREFIXES)
+
+
+def drop_reconnect_errors() -> None:
+    """Keep ``distributed.client``'s "Failed to reconnect to scheduler ..." records off the terminal.
+
+    A run that loses its scheduler stops with one line of its own
+    (:class:`~kngflow.sweep.engine.SchedulerLost`); the client's error record about the same
+    loss would be a second line.  Call it only when logging reaches the terminal (with
+    :func:`log_to_file` the record belongs in the file).
+    """
+    lg = logging.getLogger("distributed.client")
+    if not any(isinstance(f, _LostScheduler) for f in lg.filters):
+        lg.addFilter(_LostScheduler())
