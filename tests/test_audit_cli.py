@@ -8,7 +8,8 @@ LEAK_PAIR = "14*(1,-0.5,-1) + (1,-1,1) -> (1,1,-1)"
 
 
 def test_audit_passes_and_prints_bound_pair_verdict():
-    out = kngflow_cli("audit", "kng", "--norm", "linf", "--draws", "2000", "--pair", LEAK_PAIR,
+    out = kngflow_cli("audit", "kng", "--problem", "linear", "--option", 'norm="linf"', "--draws", "2000",
+                      "--pair", LEAK_PAIR,
                       "--side-channel", "--no-progress")
     assert out.returncode == 0, out.stderr
     assert "exact audit of KNG(norm='linf'" in out.stdout
@@ -19,32 +20,46 @@ def test_audit_passes_and_prints_bound_pair_verdict():
 
 
 def test_audit_flags_negative_control_and_nonprivate():
-    out = kngflow_cli("audit", "exponential", "--run-epsilon", "2", "--draws", "200", "--no-progress",
+    out = kngflow_cli("audit", "exponential", "--problem", "linear", "--run-epsilon", "2", "--draws", "200", "--no-progress",
                       "--pair", "5*(-1,1,1) + 10*(1,-1,-1) + (1,-1,1) -> (1,-1,-1)")
     assert out.returncode == 1 and "verdict: FLAGGED by exact audit" in out.stdout
-    out = kngflow_cli("audit", "nonprivate", "--draws", "500", "--no-progress", "--pair", LEAK_PAIR)
+    out = kngflow_cli("audit", "nonprivate", "--problem", "linear", "--draws", "500", "--no-progress", "--pair", LEAK_PAIR)
     assert out.returncode == 1 and "FLAGGED by black-box audit" in out.stdout
 
 
 def test_audit_objective_uses_the_closed_form_noise_audit():
-    out = kngflow_cli("audit", "objective_ext", "--norm", "l2", "--q", "0.25", "--draws", "300",
+    out = kngflow_cli("audit", "objective_ext", "--problem", "linear", "--option", "norm=l2", "--option", "q=0.25",
+                      "--draws", "300",
                       "--no-progress", "--pair", LEAK_PAIR)
     assert out.returncode == 0 and "knorm audit of ExtendedObjectivePerturbation(norm='l2', q=0.25" in out.stdout
 
 
 @pytest.mark.parametrize("args, message", [
-    (["kng", "--epsilon", "0"], "--epsilon must be > 0"),
-    (["kng", "--epsilon", "abc"], "--epsilon must be a number"),
-    (["kng", "--draws", "10"], "--draws must be >= 100"),
-    (["kng", "--norm", "l7"], "norm must be one of"),
-    (["laplace"], "mechanism kind must be one of"),
+    (["kng", "--problem", "linear", "--epsilon", "0"], "--epsilon must be > 0"),
+    (["kng", "--problem", "linear", "--epsilon", "abc"], "--epsilon must be a number"),
+    (["kng", "--problem", "linear", "--draws", "10"], "--draws must be >= 100"),
+    (["kng", "--problem", "linear", "--option", "norm=l7"], "norm must be one of"),
+    (["laplace", "--problem", "linear"], "mechanism kind must be one of"),
     (["kng", "--problem", "poisson"], "problem must be one of"),
-    (["kng", "--protocol", "secret"], "protocol must be one of"),
-    (["kng", "--pair", "(1,2) -> (1,2,3)"], "must hold 3 finite numbers"),
-    (["objective_ext", "--q", "2"], "q must lie in the open interval"),
+    (["kng", "--problem", "linear", "--problem-option", "protocol=secret"], "protocol must be one of"),
+    (["kng", "--problem", "linear", "--pair", "(1,2) -> (1,2,3)"], "must hold 3 finite numbers"),
+    (["objective_ext", "--problem", "linear", "--option", "q=2"], "q must lie in the open interval"),
 ])
 def test_audit_bad_input_one_line_exit_2(args, message):
     out = kngflow_cli("audit", *args)
     assert out.returncode == 2 and out.stdout == ""
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and lines[0].startswith("kngflow audit: error:")
+
+
+def test_audit_needs_a_problem_and_takes_its_options_generically():
+    out = kngflow_cli("audit", "kng", "--draws", "200", "--no-progress")
+    assert out.returncode == 2 and "the following arguments are required: --problem" in out.stderr
+    for flag in (["--norm", "linf"], ["--d", "3"], ["--protocol", "paper"], ["--q", "0.5"]):
+        out = kngflow_cli("audit", "kng", "--problem", "linear", *flag)
+        assert out.returncode == 2 and "unrecognized arguments" in out.stderr, flag
+    # the problem's audit defaults (linear: d=2, public_bound, y_bound=1) under --problem-option
+    out = kngflow_cli("audit", "ss", "--problem", "linear", "--problem-option", "d=3", "--option", "norm=kt",
+                      "--draws", "200", "--no-progress", "--pair", "3*(1,0,0,0) + (1,1,1,1) -> (1,-1,-1,-1)")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "exact audit of SufficientStatistics(norm='kt'" in out.stdout

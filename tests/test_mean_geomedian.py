@@ -334,12 +334,12 @@ def test_kngflow_audit_command_on_the_new_problems():
     assert out.returncode == 0, out.stdout + out.stderr
     assert "exact audit of Exponential" in out.stdout and out.stdout.strip().endswith("verdict: PASS (declared epsilon=1)")
     # Theta = R^d: no grid audit; the black-box audit catches the 2 epsilon control
-    out = kngflow_cli("audit", "kng", "--problem", "mean", "--norm", "l1", "--run-epsilon", "2", "--draws", "20000",
+    out = kngflow_cli("audit", "kng", "--problem", "mean", "--option", "norm=l1", "--run-epsilon", "2", "--draws", "20000",
                       "--pair", "(0,0) + (1,1) -> (-1,-1)", "--no-progress")
     assert out.returncode == 1 and "exact audit" not in out.stdout
     assert "verdict: FLAGGED by black-box audit" in out.stdout
     for args, message in [
-        (["kng", "--problem", "mean", "--protocol", "paper"], "--protocol: problem 'mean' has no data protocol option"),
+        (["kng", "--problem", "mean", "--problem-option", "protocol=paper"], "unknown option for problem 'mean'"),
         (["kng", "--problem", "geomedian", "--option", "bound"], "--option must be KEY=VALUE"),
         (["kng", "--problem", "geomedian", "--option", "radius=2"], "unknown option(s) ['radius']"),
         (["kng", "--problem", "mean", "--problem-option", "data_norm=l7"], "data_norm must be one of"),

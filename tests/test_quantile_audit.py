@@ -46,7 +46,7 @@ def test_kngflow_audit_command_on_quantiles():
                       "--no-progress")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "exact audit of KNG" in out.stdout and out.stdout.strip().endswith("verdict: PASS (declared epsilon=1)")
-    out = kngflow_cli("audit", "exponential", "--problem", "quantreg", "--protocol", "public_bound", "--option",
+    out = kngflow_cli("audit", "exponential", "--problem", "quantreg", "--problem-option", "protocol=public_bound", "--option",
                       "bound=1", "--run-epsilon", "2", "--draws", "300", "--no-progress",
                       "--pair", "22*(-1,1,1) + 41*(1,-1,-1) + (1,-1,1) -> (1,-1,-1)")
     assert out.returncode == 1 and "verdict: FLAGGED by exact audit" in out.stdout, out.stdout + out.stderr

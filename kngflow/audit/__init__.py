@@ -34,6 +34,7 @@ _WHERE = {
     "clopper_pearson": "blackbox",
     "loss_lower_bound": "blackbox",
     "audit_callable": "blackbox",
+    "audit_plan": "exact",
 }
 
 __all__ = list(_WHERE)

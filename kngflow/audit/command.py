@@ -1,12 +1,20 @@
-"""``kngflow audit MECHANISM``: audit a mechanism's privacy from the command line.
+"""``kngflow audit MECHANISM --problem PROBLEM``: audit a mechanism's privacy from the command line.
 
-Runs the exact audit where the law is computable (``log_density`` in 1-D/2-D, or the
-K-norm or Gaussian noise in closed form), the accountant audit of an (ε, δ) mechanism whose
-calibration rests on a privacy accountant, then the black-box audit of the released record,
-and with ``--side-channel`` the side-channel audit of the other outputs.  Which audits run
-follows from the hooks the mechanism provides (``docs/contracts.md``, "Audits").  Prints, per audit, the
-privacy loss (exact, or a lower confidence bound), the adjacent pair used and a verdict.
-Exit status: 0 every audit passed, 1 a privacy violation was flagged, 2 bad input.
+MECHANISM is a built-in kind of the problem, a name registered through the
+``kngflow.mechanisms`` entry points, or a ``package.module:Class`` reference; PROBLEM
+likewise (:mod:`kngflow.registry`).  The problem is built with its ``audit_options`` (its
+``audit_defaults`` under the ``--problem-option`` values), the mechanism with its
+``--option`` values.  Which audits run follows from the mechanism's privacy claim
+(:func:`kngflow.audit.exact.audit_plan`; ``docs/contracts.md``, "Audits"): the exact audit
+where the law is computable (a ``Density`` in 1-D/2-D, ``StatisticNoise`` or
+``GradientNoise`` in closed form), the accountant audit of a ``Composed`` claim, then always
+the black-box audit of the released record, and with ``--side-channel`` the side-channel
+audit of the other outputs.  Prints, per audit, the privacy loss (exact, or a lower
+confidence bound), the adjacent pair used and a verdict.
+Exit status: 0 every audit passed, 1 a privacy violation was flagged, 2 bad input (one line
+on stderr: an unknown or broken plug-in, a problem without an audit record domain, a
+mechanism whose release fails or returns something other than a ``Release`` of ``d``
+coefficients).
 """
 
 from __future__ import annotations
@@ -28,19 +36,20 @@ def add_parser(subparsers) -> None:
         "privacy loss where the law is computable, the accountant's epsilon of an (epsilon, delta) "
         "mechanism's calibrated noise, a Clopper-Pearson lower bound on the loss from releases. "
         "Exit 0: passed, 1: flagged, 2: bad input.",
+        allow_abbrev=False,  # "--d 3" (an option it once had) must not be read as "--draws 3"
     )
-    p.add_argument("mechanism", metavar="MECHANISM", help="mechanism kind, e.g. kng, exponential, objective")
-    p.add_argument("--problem", default="linear", help="problem name (default linear)")
-    p.add_argument("--d", default="2", metavar="D", help="number of coefficients, for problems with a dimension option (default 2)")
-    p.add_argument("--protocol", help="data protocol of the linear problem: public_bound (default) or paper")
+    p.add_argument("mechanism", metavar="MECHANISM",
+                   help="mechanism: a kind of the problem, an entry-point name or a 'package.module:Class' reference")
+    p.add_argument("--problem", required=True, metavar="NAME",
+                   help="problem: a built-in name, an entry-point name or a 'package.module:Class' reference")
     p.add_argument("--problem-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="another option of the problem, the value in TOML syntax (e.g. data_norm=l2); repeatable")
+                   help="an option of the problem, the value in TOML syntax (e.g. d=3 or data_norm=l2; default: "
+                   "the problem's audit defaults); repeatable")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="another option of the mechanism (e.g. bound=2 or steps=1000); repeatable")
+                   help="an option of the mechanism, the value in TOML syntax (e.g. norm=linf, bound=2 or "
+                   "steps=1000); repeatable")
     p.add_argument("--epsilon", default="1.0", metavar="E", help="declared epsilon (default 1)")
     p.add_argument("--run-epsilon", metavar="E", help="epsilon the mechanism runs at (negative control; default --epsilon)")
-    p.add_argument("--norm", help="norm option of the mechanism (kng, objective_ext)")
-    p.add_argument("--q", metavar="Q", help="q option of objective_ext")
     p.add_argument("--draws", default="20000", metavar="N", help="releases per data set for the black-box audit (default 20000)")
     p.add_argument("--pair", metavar="PAIR", help="adjacent pair, e.g. '14*(1,-0.5,-1) + (1,-1,1) -> (1,1,-1)' (default: searched)")
     p.add_argument("--side-channel", action="store_true", help="also audit every output besides the estimate")
@@ -81,19 +90,23 @@ def _key_values(name: str, items: list[str]) -> dict:
     return out
 
 
-def _problem_options(name: str) -> set[str]:
-    """Names of the options of problem ``name`` (empty for an unknown problem)."""
-    from kngflow.problems import PROBLEMS
+def _line(exc: BaseException) -> str:
+    return str(exc).replace("\n", " ").strip()
 
-    fields = getattr(PROBLEMS.get(name), "__dataclass_fields__", {})
-    return {k for k, f in fields.items() if f.init}
+
+def _failure(exc: BaseException) -> str:
+    """``Type: message`` of an exception, on one line."""
+    text = _line(exc)
+    return type(exc).__name__ + (f": {text}" if text else "")
 
 
 def _setup(args):
     from kngflow.mechanisms import get_mechanism
+    from kngflow.mechanisms.claims import PrivacyClaim
     from kngflow.problems import get_problem
+    from kngflow.registry import problem_class
 
-    from .pairs import parse_pair
+    from .pairs import audit_view, parse_pair
 
     epsilon = _number("epsilon", args.epsilon)
     if not epsilon > 0:
@@ -103,32 +116,79 @@ def _setup(args):
         raise _BadInput(f"--run-epsilon must be > 0, got {args.run_epsilon!r}")
     draws = _number("draws", args.draws, int, 100)
     seed = _number("seed", args.seed, int, 0)
-    d = _number("d", args.d, int, 1)
     opts = _key_values("option", args.option)
-    if args.norm is not None:
-        opts["norm"] = args.norm
-    if args.q is not None:
-        opts["q"] = _number("q", args.q)
-    prob_opts = _key_values("problem-option", args.problem_option)
-    fields = _problem_options(args.problem)
-    if "d" in fields:
-        prob_opts.setdefault("d", d)
-    if "protocol" in fields:
-        prob_opts.setdefault("protocol", args.protocol or "public_bound")
-        if prob_opts["protocol"] == "public_bound":
-            prob_opts.setdefault("y_bound", 1.0)
-    elif args.protocol is not None:
-        raise _BadInput(f"--protocol: problem {args.problem!r} has no data protocol option")
+    given = _key_values("problem-option", args.problem_option)
+    kind, name = args.mechanism, args.problem
     try:
-        problem = get_problem(args.problem, **prob_opts)
-        mechanism = get_mechanism(args.problem, args.mechanism, **opts)
+        problem = get_problem(name, **problem_class(name).audit_options(given))
+    except (TypeError, ValueError) as exc:  # unknown problem (PluginError), bad or unknown option
+        raise _BadInput(_line(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - a plug-in problem failing to build, named
+        raise _BadInput(f"problem {name!r} cannot be built: {_failure(exc)}") from None
+    try:
+        mechanism = get_mechanism(name, kind, **opts)
+    except (TypeError, ValueError) as exc:  # unknown kind, broken plug-in (PluginError), bad or unknown option
+        raise _BadInput(_line(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - a plug-in mechanism failing to build, named
+        raise _BadInput(f"mechanism {kind!r} cannot be built: {_failure(exc)}") from None
+    try:
+        claim = mechanism.privacy_claim()
+    except Exception as exc:  # noqa: BLE001 - the plug-in's failure, named
+        raise _BadInput(f"mechanism {kind!r}: privacy_claim() failed: {_failure(exc)}") from None
+    if not isinstance(claim, PrivacyClaim):
+        raise _BadInput(f"mechanism {kind!r}: privacy_claim() must return a kngflow.mechanisms.claims.PrivacyClaim, "
+                        f"got {type(claim).__name__}")
+    try:
         width = problem.audit_records()[0].shape[1]
+        boundary, fill = audit_view(mechanism, problem).audit_records()
+    except NotImplementedError:
+        raise _BadInput(f"problem {name!r} declares no audit record domain: it must implement audit_records() and "
+                        "audit_data(records) to be audited") from None
+    except Exception as exc:  # noqa: BLE001 - the problem's failure, named
+        raise _BadInput(f"problem {name!r}: audit_records() failed: {_failure(exc)}") from None
+    try:
         pair = parse_pair(args.pair, width) if args.pair else None
-    except (TypeError, ValueError) as exc:
-        raise _BadInput(str(exc).replace("\n", " ")) from None
+    except ValueError as exc:
+        raise _BadInput(_line(exc)) from None
     if pair is not None and len(pair.rest) + 1 < problem.d:
         raise _BadInput(f"--pair: a data set needs at least d={problem.d} records, got {len(pair.rest) + 1}")
+    _trial_release(mechanism, kind, audit_view(mechanism, problem), name, pair, boundary, fill, run_eps, seed)
     return problem, mechanism, pair, epsilon, run_eps, draws, seed
+
+
+def _trial_release(mechanism, kind, problem, name, pair, boundary, fill, epsilon, seed) -> None:
+    """One release on an audit data set (the pair's first, else ``d`` records), checked as
+    the audits need it: a :class:`~kngflow.mechanisms.Release` whose estimate has ``d``
+    coefficients.  Its stream is its own; the audits' are not touched."""
+    import numpy as np
+
+    from kngflow.mechanisms import Release
+
+    d = int(problem.d)
+    if pair is not None:
+        rows = pair.datasets()[0]
+    else:
+        rows = np.vstack([np.tile(fill[0], (max(d, 2) - 1, 1)), boundary[:1]])
+    try:
+        data = problem.audit_data(rows)
+    except NotImplementedError:
+        raise _BadInput(f"problem {name!r} declares no audit record domain: it must implement audit_data(records) "
+                        "to be audited") from None
+    except Exception as exc:  # noqa: BLE001 - the problem's failure, named
+        raise _BadInput(f"problem {name!r}: audit_data() failed: {_failure(exc)}") from None
+    where = f"mechanism {kind!r}"
+    try:
+        rel = mechanism.release(data, epsilon, np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(7,))))
+    except Exception as exc:  # noqa: BLE001 - the mechanism's failure, named
+        raise _BadInput(f"{where}: release failed on an audit data set of {len(rows)} records (epsilon={epsilon:g}): "
+                        f"{_failure(exc)}") from None
+    if not isinstance(rel, Release):
+        raise _BadInput(f"{where}: release must return kngflow.mechanisms.Release(estimate, info), "
+                        f"got {type(rel).__name__}")
+    shape = np.shape(rel.estimate)
+    if shape != (d,):
+        raise _BadInput(f"{where}: release returned an estimate of shape {shape}; the problem has d={d} "
+                        f"coefficients, so it must have shape ({d},)")
 
 
 def run(args) -> int:
@@ -138,27 +198,44 @@ def run(args) -> int:
     except _BadInput as exc:
         print(f"kngflow audit: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    try:
+        results = _audits(args, problem, mechanism, pair, epsilon, run_eps, draws, seed)
+    except Exception as exc:  # noqa: BLE001 - the mechanism's (or plug-in problem's) failure, named
+        print(f"kngflow audit: error: mechanism {args.mechanism!r} failed during the audit: {_failure(exc)}",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for res in results:
+        print(res.summary())
+    flagged = [r.kind for r in results if not r.passed]
+    print(f"verdict: {'FLAGGED by ' + ', '.join(flagged) + ' audit' if flagged else 'PASS'}"
+          f" (declared epsilon={epsilon:g})")
+    return EXIT_FLAGGED if flagged else EXIT_OK
+
+
+def _audits(args, problem, mechanism, pair, epsilon, run_eps, draws, seed) -> list:
+    """The audits of :func:`~kngflow.audit.exact.audit_plan`, in its order; their results."""
     from tqdm import tqdm
 
-    from .accountant import accountant_audit, accountant_audit_applies
-    from .blackbox import blackbox_audit, side_channel_audit
-    from .exact import exact_audit, exact_audit_applies, knorm_audit, statistic_audit, statistic_audit_applies
+    from .accountant import accountant_audit
+    from .blackbox import blackbox_audit, planned_releases, side_channel_audit
+    from .exact import audit_plan, exact_audit, knorm_audit, statistic_audit
 
+    plan = audit_plan(mechanism, problem, pair)
     results = []
-    if exact_audit_applies(mechanism, problem):
+    if "exact" in plan:
         with tqdm(total=0 if pair else 1000, unit="pair", disable=args.no_progress or pair is not None,
                   file=sys.stderr, leave=False) as bar:
             results.append(exact_audit(mechanism, problem, epsilon, run_epsilon=run_eps, seed=seed,
                                        pairs=[pair] if pair else None, candidates=1000, progress=bar.update))
-    elif statistic_audit_applies(mechanism, problem, pair):
+    if "statistic" in plan:
         results.append(statistic_audit(mechanism, problem, epsilon, run_epsilon=run_eps, seed=seed,
                                        pairs=[pair] if pair else None))
-    elif hasattr(mechanism, "noise_law"):
+    if "knorm" in plan:
         results.append(knorm_audit(mechanism, problem, epsilon, run_epsilon=run_eps, seed=seed))
-    if accountant_audit_applies(mechanism):
+    if "accountant" in plan:
         results.append(accountant_audit(mechanism, problem, epsilon, run_epsilon=run_eps, pair=pair))
     pilot = max(100, draws // 10)
-    total = (2 if args.side_channel else 1) * (2 * (draws + pilot) + (0 if pair else 2 * 8 * 200))
+    total = (2 if args.side_channel else 1) * planned_releases(draws, pilot, pair_given=pair is not None)
     with tqdm(total=total, unit="release", disable=args.no_progress,
               file=sys.stderr, leave=False) as bar:
         results.append(blackbox_audit(mechanism, problem, epsilon, run_epsilon=run_eps, pair=pair, draws=draws,
@@ -166,9 +243,4 @@ def run(args) -> int:
         if args.side_channel:
             results.append(side_channel_audit(mechanism, problem, epsilon, pair=pair, draws=draws, pilot=pilot,
                                               seed=seed, progress=bar.update))
-    for res in results:
-        print(res.summary())
-    flagged = [r.kind for r in results if not r.passed]
-    print(f"verdict: {'FLAGGED by ' + ', '.join(flagged) + ' audit' if flagged else 'PASS'}"
-          f" (declared epsilon={epsilon:g})")
-    return EXIT_FLAGGED if flagged else EXIT_OK
+    return results

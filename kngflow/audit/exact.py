@@ -1,6 +1,14 @@
 r"""Exact privacy audits: the law of the release is computed, not sampled.
 
-**Density audit** (:func:`exact_audit`) for mechanisms with an unnormalised
+Which audit applies follows from the mechanism's privacy claim
+(:meth:`~kngflow.mechanisms.Mechanism.privacy_claim`, :mod:`kngflow.mechanisms.claims`):
+a :class:`~kngflow.mechanisms.claims.Density` claim gets the density audit, a
+:class:`~kngflow.mechanisms.claims.GradientNoise` claim the K-norm noise audit, a
+:class:`~kngflow.mechanisms.claims.StatisticNoise` (or
+:class:`~kngflow.mechanisms.claims.Composed`) claim the statistic audit
+(:func:`audit_plan`).  The audits read the claim only.
+
+**Density audit** (:func:`exact_audit`) for mechanisms claiming an unnormalised
 ``log_density(data, epsilon, theta)`` on a parameter box (KNG, exponential mechanism) in
 one or two dimensions.  On a grid of spacing ``h`` over the box the densities of adjacent
 data sets ``D, D'`` are normalised numerically, and the privacy loss of the pair is
@@ -9,7 +17,7 @@ data sets ``D, D'`` are normalised numerically, and the privacy loss of the pair
              = max_theta |E_D'(theta) - E_D(theta) + log Z_D' - log Z_D|,
 
 with ``E`` the energy and ``Z`` the normaliser (a mechanism whose ``log_density`` is
-exact up to a data-independent constant says so by ``density_normalised = True``; its
+exact up to a data-independent constant says so by ``Density(normalised=True)``; its
 ratio is then read pointwise, with no quadrature, on a box large enough to approach the
 supremum — objective perturbation on ``Theta = R^d``).  ε-DP requires ``L <= epsilon`` for every
 adjacent pair.  The only numerical error is the quadrature of ``log Z_D - log Z_D'``
@@ -51,10 +59,11 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
+from ..mechanisms.claims import Composed, Density, GradientNoise, StatisticNoise
 from .pairs import AdjacentPair, audit_view, candidate_pairs
 
-__all__ = ["AuditResult", "exact_audit", "exact_audit_applies", "gaussian_delta", "gaussian_epsilon", "knorm_audit",
-           "parameter_box", "statistic_audit", "statistic_audit_applies"]
+__all__ = ["AuditResult", "audit_plan", "exact_audit", "exact_audit_applies", "gaussian_delta", "gaussian_epsilon",
+           "knorm_audit", "parameter_box", "statistic_audit", "statistic_audit_applies"]
 
 
 @dataclass
@@ -103,50 +112,60 @@ class AuditResult:
         return "\n".join(lines)
 
 
+def _box(claim, problem):
+    if isinstance(claim, Density) and claim.parameter_box is not None:
+        return claim.parameter_box(problem.d)
+    return problem.parameter_box()
+
+
 def parameter_box(mechanism, problem):
     """``(lo, hi)`` of a box holding ``Theta``, or None when there is none (``Theta = R^d``).
 
-    The mechanism's ``parameter_box(d)``, else the problem's ``parameter_box()`` (where
-    ``Theta`` is part of the declared domain).
+    The ``parameter_box(d)`` of the mechanism's :class:`~kngflow.mechanisms.claims.Density`
+    claim where it gives one, else the problem's ``parameter_box()`` (where ``Theta`` is
+    part of the declared domain).
     """
-    if hasattr(mechanism, "parameter_box"):
-        return mechanism.parameter_box(problem.d)
-    return problem.parameter_box() if hasattr(problem, "parameter_box") else None
+    return _box(mechanism.privacy_claim(), problem)
+
+
+def _density_applies(claim, problem) -> bool:
+    return isinstance(claim, Density) and problem.d <= 2 and _box(claim, problem) is not None
 
 
 def exact_audit_applies(mechanism, problem) -> bool:
-    """Whether :func:`exact_audit` can compute the law: ``log_density``, d <= 2, a bounded ``Theta``."""
-    return hasattr(mechanism, "log_density") and problem.d <= 2 and parameter_box(mechanism, problem) is not None
+    """Whether :func:`exact_audit` can compute the law: a :class:`~kngflow.mechanisms.claims.Density`
+    claim, d <= 2, a bounded ``Theta``."""
+    return _density_applies(mechanism.privacy_claim(), problem)
 
 
-def _grid(mechanism, problem, points: int) -> tuple[np.ndarray, np.ndarray]:
+def _grid(claim, problem, points: int) -> tuple[np.ndarray, np.ndarray]:
     """Grids of ``points`` and about ``points / 2`` per axis over :func:`parameter_box`."""
     d = problem.d
-    lo, hi = parameter_box(mechanism, problem)
+    lo, hi = _box(claim, problem)
     axes = [np.linspace(lo[i], hi[i], points) for i in range(d)]
     mesh = np.stack(np.meshgrid(*axes, indexing="ij"), -1)
     return mesh, mesh[(slice(None, None, 2),) * d]
 
 
-def _normalised(mechanism, data, epsilon, theta):
-    ld = mechanism.log_density(data, epsilon, theta).ravel()
-    if getattr(mechanism, "density_normalised", False):
+def _normalised(claim, data, epsilon, theta):
+    ld = claim.log_density(data, epsilon, theta).ravel()
+    if claim.normalised:
         return ld
     return ld - np.logaddexp.reduce(ld)
 
 
-def _pair_loss(mechanism, problem, pair, epsilon, fine, coarse):
+def _pair_loss(claim, problem, pair, epsilon, fine, coarse):
     D, D2 = (problem.audit_data(r) for r in pair.datasets())
-    l1, l2 = _normalised(mechanism, D, epsilon, fine), _normalised(mechanism, D2, epsilon, fine)
+    l1, l2 = _normalised(claim, D, epsilon, fine), _normalised(claim, D2, epsilon, fine)
     inside = np.isfinite(l1)
     if np.any(inside != np.isfinite(l2)):
         return np.inf, 0.0  # different supports: unbounded loss
     loss = float(np.max(np.abs(l1[inside] - l2[inside])))
-    if coarse is None or getattr(mechanism, "density_normalised", False):
+    if coarse is None or claim.normalised:
         return loss, 0.0
     # log Z_D - log Z_D' at spacing h and 2h (cell volumes cancel in the difference)
-    e1, e2 = (mechanism.log_density(x, epsilon, fine).ravel() for x in (D, D2))
-    c1, c2 = (mechanism.log_density(x, epsilon, coarse).ravel() for x in (D, D2))
+    e1, e2 = (claim.log_density(x, epsilon, fine).ravel() for x in (D, D2))
+    c1, c2 = (claim.log_density(x, epsilon, coarse).ravel() for x in (D, D2))
     dz_h = np.logaddexp.reduce(e1) - np.logaddexp.reduce(e2)
     dz_2h = np.logaddexp.reduce(c1) - np.logaddexp.reduce(c2)
     return loss, float(abs(dz_h - dz_2h))
@@ -169,7 +188,8 @@ def exact_audit(
 
     Parameters
     ----------
-    mechanism : object with ``log_density(data, epsilon, theta)`` and ``parameter_box(d)``.
+    mechanism : a mechanism whose claim is a :class:`~kngflow.mechanisms.claims.Density`
+        (``log_density(data, epsilon, theta)``, a parameter box from the claim or the problem).
     problem : object with ``d``, ``audit_records()`` and ``audit_data(records)``.
     epsilon : declared ε; ``run_epsilon`` (default ε) is the one the density uses —
         a negative control runs at ``2 epsilon``.
@@ -179,24 +199,26 @@ def exact_audit(
     progress : optional callable ``progress(k)`` called after each pair is scored.
     """
     d = problem.d
+    claim = mechanism.privacy_claim()
     problem = audit_view(mechanism, problem)
-    if not exact_audit_applies(mechanism, problem):
-        raise ValueError("exact audits need a mechanism with log_density on a bounded Theta and a problem with d = 1 or 2")
+    if not _density_applies(claim, problem):
+        raise ValueError("exact audits need a mechanism claiming a Density (log_density) on a bounded Theta and "
+                         "a problem with d = 1 or 2")
     run = float(epsilon if run_epsilon is None else run_epsilon)
     points = points or (20001 if d == 1 else 801)
-    fine, coarse = _grid(mechanism, problem, points)
+    fine, coarse = _grid(claim, problem, points)
     if pairs is None:
         pairs = candidate_pairs(problem, np.random.default_rng(seed), candidates, min_size=d)
-        search, _ = _grid(mechanism, problem, 81 if d == 2 else 2001)
+        search, _ = _grid(claim, problem, 81 if d == 2 else 2001)
         scores = []
         for p in pairs:
-            scores.append(_pair_loss(mechanism, problem, p, run, search, None)[0])
+            scores.append(_pair_loss(claim, problem, p, run, search, None)[0])
             if progress:
                 progress(1)
         pairs = [pairs[i] for i in np.argsort(scores)[::-1][:keep]]
     best = (-np.inf, 0.0, None)
     for p in pairs:
-        loss, err = _pair_loss(mechanism, problem, p, run, fine, coarse)
+        loss, err = _pair_loss(claim, problem, p, run, fine, coarse)
         if loss > best[0]:
             best = (loss, err, p)
     loss, err, pair = best
@@ -212,9 +234,10 @@ def knorm_audit(mechanism, problem, epsilon: float, *, run_epsilon: float | None
     """Closed-form privacy loss of K-norm noise added to the loss gradient (objective
     perturbation), interior releases.
 
-    ``mechanism.noise_law(d, epsilon) -> (norm, scale, share)`` and
-    ``mechanism.log_jacobian(data, epsilon)`` (log det of the map from the release to the
-    noise); ``problem`` supplies ``gradient(data, theta)`` besides the audit records.  For a
+    The mechanism's :class:`~kngflow.mechanisms.claims.GradientNoise` claim gives
+    ``noise_law(d, epsilon) -> (norm, scale, share)``, ``log_jacobian(data, epsilon)`` (log
+    det of the map from the release to the noise) and ``bound`` (the radius of the ℓ1 ball
+    ``Theta``); ``problem`` supplies ``gradient(data, theta)`` besides the audit records.  For a
     pair the loss is the noise's ``max_theta ||grad_D(theta) - grad_D'(theta)||_K / scale``
     (vertices of the ℓ1 ball ``Theta``) plus ``|log_jacobian(D) - log_jacobian(D')|``.
     Pairs: every two records among the boundary and fill records (``max_records`` drawn
@@ -225,15 +248,19 @@ def knorm_audit(mechanism, problem, epsilon: float, *, run_epsilon: float | None
     their limits ``share * epsilon`` and ``(1 - share) * epsilon``.
     """
     d = problem.d
+    claim = mechanism.privacy_claim()
+    if not isinstance(claim, GradientNoise):
+        raise ValueError(f"knorm audits need a mechanism claiming GradientNoise; {mechanism!r} claims "
+                         f"{claim.kind}")
     problem = audit_view(mechanism, problem)
     run = float(epsilon if run_epsilon is None else run_epsilon)
-    norm, scale, share = mechanism.noise_law(d, run)
+    norm, scale, share = claim.noise_law(d, run)
     order = {"l1": 1, "l2": 2, "linf": np.inf}[norm]
     boundary, fill = problem.audit_records()
     records = np.unique(np.vstack([boundary, fill]), axis=0)
     if len(records) > max_records:
         records = records[np.random.default_rng(seed).choice(len(records), max_records, replace=False)]
-    B = mechanism.bound
+    B = claim.bound
     vertices = np.vstack([B * np.eye(d), -B * np.eye(d)])
     best, parts, where = -np.inf, (0.0, 0.0), None
     noise_max = jac_max = 0.0
@@ -244,7 +271,7 @@ def knorm_audit(mechanism, problem, epsilon: float, *, run_epsilon: float | None
             D, D2 = (problem.audit_data(x) for x in pair.datasets())
             diff = np.array([problem.gradient(D, t) - problem.gradient(D2, t) for t in vertices])
             noise = float(np.max(np.linalg.norm(diff, ord=order, axis=1)) / scale)
-            jac = abs(mechanism.log_jacobian(D, run) - mechanism.log_jacobian(D2, run))
+            jac = abs(claim.log_jacobian(D, run) - claim.log_jacobian(D2, run))
             noise_max, jac_max = max(noise_max, noise), max(jac_max, jac)
             if noise + jac > best:
                 best, parts, where = noise + jac, (noise, jac), pair
@@ -287,20 +314,45 @@ def _rest_sizes(d: int) -> tuple[int, int]:
     return max(d, 2), 64
 
 
-def _steps(mechanism, n: int):
-    """Steps composed by the release on data sets of public size ``n`` (1 without the hook;
-    None: the release is not made of statistic-plus-noise steps at this ``n``)."""
-    hook = getattr(mechanism, "statistic_steps", None)
-    return 1 if hook is None else hook(n)
+def _steps(claim, n: int):
+    """Steps composed by the release on data sets of public size ``n`` (1 when the claim gives
+    no ``steps``; None: the release is not made of statistic-plus-noise steps at this ``n``)."""
+    return 1 if claim.steps is None else claim.steps(n)
+
+
+def _statistic_applies(claim, problem, pair: AdjacentPair | None = None) -> bool:
+    if not isinstance(claim, StatisticNoise):
+        return False
+    sizes = [len(pair.rest) + 1] if pair is not None else [k + 1 for k in _rest_sizes(problem.d)]
+    return any(_steps(claim, n) is not None for n in sizes)
 
 
 def statistic_audit_applies(mechanism, problem, pair: AdjacentPair | None = None) -> bool:
-    """Whether :func:`statistic_audit` decides the mechanism: a ``statistic`` hook, and
-    ``statistic_steps(n)`` not None at some audited size (the pair's, else the default rests')."""
-    if not hasattr(mechanism, "statistic"):
-        return False
-    sizes = [len(pair.rest) + 1] if pair is not None else [k + 1 for k in _rest_sizes(problem.d)]
-    return any(_steps(mechanism, n) is not None for n in sizes)
+    """Whether :func:`statistic_audit` decides the mechanism: a
+    :class:`~kngflow.mechanisms.claims.StatisticNoise` claim (or :class:`~kngflow.mechanisms.claims.Composed`)
+    whose ``steps(n)`` is not None at some audited size (the pair's, else the default rests')."""
+    return _statistic_applies(mechanism.privacy_claim(), problem, pair)
+
+
+def audit_plan(mechanism, problem, pair: AdjacentPair | None = None) -> list[str]:
+    """The audits that apply to ``mechanism`` on ``problem``, in the order ``kngflow audit``
+    runs them, from its privacy claim alone: one of ``"exact"`` (a
+    :class:`~kngflow.mechanisms.claims.Density` claim, d <= 2, a bounded ``Theta``),
+    ``"statistic"`` (a :class:`~kngflow.mechanisms.claims.StatisticNoise` claim) or
+    ``"knorm"`` (:class:`~kngflow.mechanisms.claims.GradientNoise`) where one applies, then
+    ``"accountant"`` (a :class:`~kngflow.mechanisms.claims.Composed` claim), then
+    ``"black-box"`` (always)."""
+    claim = mechanism.privacy_claim()
+    plan = []
+    if _density_applies(claim, problem):
+        plan.append("exact")
+    elif _statistic_applies(claim, problem, pair):
+        plan.append("statistic")
+    elif isinstance(claim, GradientNoise):
+        plan.append("knorm")
+    if isinstance(claim, Composed):
+        plan.append("accountant")
+    return plan + ["black-box"]
 
 
 def _fmt_point(p) -> str:
@@ -311,63 +363,67 @@ def statistic_audit(mechanism, problem, epsilon: float, *, run_epsilon: float | 
                     pairs: list[AdjacentPair] | None = None, max_records: int = 64, seed: int = 0) -> AuditResult:
     """Closed-form privacy loss of noise added to a released statistic ``T``.
 
-    ``mechanism.statistic(data)`` is ``T`` (noisy sufficient statistics; the computed
-    minimiser of output perturbation; a gradient step's statistic) and
-    ``mechanism.statistic_noise(data, epsilon)`` the law of ``V`` in ``T + V``; the
-    estimate is post-processing of ``T + V``.
+    The mechanism claims :class:`~kngflow.mechanisms.claims.StatisticNoise`: its
+    ``statistic(data)`` is ``T`` (noisy sufficient statistics; the computed minimiser of
+    output perturbation; a gradient step's statistic) and its ``noise(data, epsilon)`` the
+    law of ``V`` in ``T + V``; the estimate is post-processing of ``T + V``.
 
     * ``(norm, scale)``: K-norm noise, density ∝ ``exp(-norm(v) / scale)`` (``scale`` may
       depend on the public ``n``).  The log density ratio at ``t`` is ``(norm(t - T') -
       norm(t - T)) / scale <= norm(T - T') / scale`` with equality far along ``T - T'``, so
       the loss of a pair is exactly ``norm(T(D) - T(D')) / scale``.
-    * ``("gaussian", sigma)``: ``V ~ N(0, sigma^2 I)``, an (ε, δ) mechanism (δ =
-      ``mechanism.delta``).  The pair's law is exactly the Gaussian mechanism with ``mu =
+    * ``("gaussian", sigma)``: ``V ~ N(0, sigma^2 I)``, an (ε, δ) mechanism (δ the
+      claim's ``delta``).  The pair's law is exactly the Gaussian mechanism with ``mu =
       ||T(D) - T(D')||_2 / sigma``; the loss reported is its exact ε at δ
       (:func:`gaussian_epsilon`), and ``delta(epsilon)`` of the pair is in ``details``.
 
-    Optional hooks for releases made of steps (noisy gradient descent, DP-SGD without
-    subsampling): ``statistic`` may return rows ``(k, dim)``, the statistic at the public
-    inputs ``mechanism.audit_iterates(d)`` (a step's current iterate: each step is a
-    mechanism of the data given the public past), of which the audit takes the worst;
-    ``mechanism.statistic_steps(n)`` is the number ``T`` of steps on data sets of public
+    Optional parts of the claim for releases made of steps (noisy gradient descent, DP-SGD
+    without subsampling): ``statistic`` may return rows ``(k, dim)``, the statistic at the
+    public inputs ``iterates(d)`` (a step's current iterate: each step is a mechanism of the
+    data given the public past), of which the audit takes the worst; ``steps(n)`` is the
+    number ``T`` of steps on data sets of public
     size ``n`` (None: not a composition of such steps at that ``n``, e.g. Poisson-subsampled
     steps; those pairs are skipped).  The steps compose: K-norm steps by basic composition
     (loss ``T x`` the step's, an upper bound, which is what their calibration uses),
-    Gaussian steps exactly (``sqrt(T) mu_step``-GDP).  ``mechanism.statistic_description``
-    (a string) says what ``T`` is, e.g. the statistic before a projection.
+    Gaussian steps exactly (``sqrt(T) mu_step``-GDP).  The claim's ``description`` (a
+    string) says what ``T`` is, e.g. the statistic before a projection.
 
     Pairs: every ordered two records of the (restricted) domain's boundary and fill records
     (``max_records`` drawn when there are more), the rest ``d`` or 64 copies of one fill
     record (many copies of one record pull a minimiser far along it, where the changed
     record's loss has no curvature left and moves it most).  A mechanism whose statistic
-    is a sum of per-record terms (``statistic_additive = True``) takes one fill record for
+    is a sum of per-record terms (the claim's ``additive``) takes one fill record for
     the rest (it cancels in ``T(D) - T(D')``).  ``pairs`` replaces that enumeration.
     Passes when the largest loss is at most ε.
     """
     d = problem.d
+    claim = mechanism.privacy_claim()
+    if not isinstance(claim, StatisticNoise):
+        raise ValueError(f"statistic audits need a mechanism claiming StatisticNoise; {mechanism!r} claims "
+                         f"{claim.kind}")
     problem = audit_view(mechanism, problem)
     run = float(epsilon if run_epsilon is None else run_epsilon)
-    delta = float(getattr(mechanism, "delta", 0.0) or 0.0)
+    delta = float(claim.delta)
     if pairs is None:
         boundary, fill = problem.audit_records()
         records = np.unique(np.vstack([boundary, fill]), axis=0)
         if len(records) > max_records:
             records = records[np.random.default_rng(seed).choice(len(records), max_records, replace=False)]
-        rests = fill[:1] if getattr(mechanism, "statistic_additive", False) else fill
+        rests = fill[:1] if claim.additive else fill
         pairs = [AdjacentPair(np.tile(f, (k, 1)), r, r2)
                  for f in rests for k in _rest_sizes(d) for r, r2 in itertools.permutations(records, 2)]
-    points = mechanism.audit_iterates(d) if hasattr(mechanism, "audit_iterates") else None
+    points = None if claim.iterates is None else claim.iterates(d)
     best, where, info = -np.inf, None, {}
     first, skipped, gaussian = 0.0, set(), False
     for pair in pairs:
         n = len(pair.rest) + 1
-        steps = _steps(mechanism, n)
+        steps = _steps(claim, n)
         if steps is None:
             skipped.add(n)
             continue
         D, D2 = (problem.audit_data(x) for x in pair.datasets())
-        norm, scale = mechanism.statistic_noise(D, run)
-        diff = np.atleast_2d(np.asarray(mechanism.statistic(D), float) - np.asarray(mechanism.statistic(D2), float))
+        norm, scale = claim.noise(D, run)
+        diff = np.atleast_2d(np.asarray(claim.statistic(D), float) - np.asarray(claim.statistic(D2), float))
         gaussian = isinstance(norm, str) and norm == "gaussian"
         per = np.atleast_1d(np.linalg.norm(diff, axis=-1) if gaussian else norm(diff)) / scale
         k = int(np.argmax(per))
@@ -383,8 +439,8 @@ def statistic_audit(mechanism, problem, epsilon: float, *, run_epsilon: float | 
     steps, step = info["steps"], info["step_loss"]
     details = {"run_epsilon": run, **info, "law": "gaussian" if gaussian else "knorm"}
     notes = []
-    if getattr(mechanism, "statistic_description", None):
-        notes.append(f"statistic: {mechanism.statistic_description}")
+    if claim.description:
+        notes.append(f"statistic: {claim.description}")
     where_pt = ""
     if points is None:
         details.pop("point")

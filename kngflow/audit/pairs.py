@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["AdjacentPair", "candidate_pairs", "parse_pair"]
+__all__ = ["AdjacentPair", "audit_view", "candidate_pairs", "parse_pair"]
 
 #: Data-set sizes tried by the searches (small n: one record weighs most).
 SIZES = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
@@ -42,27 +42,44 @@ class AdjacentPair:
 
 
 class _RestrictedProblem:
-    """``problem`` with ``audit_records`` passed through the mechanism's restriction."""
+    """``problem`` with ``audit_records`` passed through the claim's restriction; the rest of
+    what audits read of a problem (``d``, ``audit_data``, ``parameter_box``, ``gradient``)
+    is the problem's."""
 
     def __init__(self, problem, restrict):
         self._problem, self._restrict = problem, restrict
 
-    def __getattr__(self, name):
-        return getattr(self._problem, name)
+    @property
+    def d(self) -> int:
+        return self._problem.d
+
+    @property
+    def name(self) -> str:
+        return self._problem.name
 
     def audit_records(self):
         return self._restrict(*self._problem.audit_records())
+
+    def audit_data(self, records):
+        return self._problem.audit_data(records)
+
+    def parameter_box(self):
+        return self._problem.parameter_box()
+
+    def gradient(self, data, theta):
+        """The loss gradient, for an audit of K-norm noise on it (a problem without one has none)."""
+        return self._problem.gradient(data, theta)
 
 
 def audit_view(mechanism, problem):
     """The problem as an audit of ``mechanism`` sees it.
 
     A mechanism whose declared domain is narrower than the problem's (sufficient-statistics
-    regression needs the intercept column equal to 1) declares
-    ``restrict_audit_records(boundary, fill) -> (boundary, fill)``; audits then draw their
+    regression needs the intercept column equal to 1) says so in its privacy claim,
+    ``restrict_records(boundary, fill) -> (boundary, fill)``; audits then draw their
     records from that domain only.
     """
-    restrict = getattr(mechanism, "restrict_audit_records", None)
+    restrict = mechanism.privacy_claim().restrict_records
     return problem if restrict is None else _RestrictedProblem(problem, restrict)
 
 
