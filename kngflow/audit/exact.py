@@ -222,7 +222,7 @@ def exact_audit(
         if loss > best[0]:
             best = (loss, err, p)
     loss, err, pair = best
-    tol = 2.0 * err
+    tol = max(2.0 * err, 1e-9 * epsilon)  # floor: rounding of densities known pointwise
     return AuditResult(
         "exact", repr(mechanism), float(epsilon), loss, tol, pair, bool(loss <= epsilon + tol),
         {"run_epsilon": run, "numerical_error": err, "grid_points": points},
