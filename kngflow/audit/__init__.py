@@ -30,6 +30,8 @@ _WHERE = {
     "candidate_pairs": "pairs",
     "parse_pair": "pairs",
     "blackbox_audit": "blackbox",
+    "bit_audit": "bits",
+    "bit_audit_applies": "bits",
     "side_channel_audit": "blackbox",
     "clopper_pearson": "blackbox",
     "loss_lower_bound": "blackbox",

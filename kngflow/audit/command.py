@@ -50,7 +50,7 @@ def add_parser(subparsers) -> None:
                    "steps=1000); repeatable")
     p.add_argument("--epsilon", default="1.0", metavar="E", help="declared epsilon (default 1)")
     p.add_argument("--run-epsilon", metavar="E", help="epsilon the mechanism runs at (negative control; default --epsilon)")
-    p.add_argument("--draws", default="20000", metavar="N", help="releases per data set for the black-box audit (default 20000)")
+    p.add_argument("--draws", default="20000", metavar="N", help="releases per data set for the black-box and bit-level audits (default 20000)")
     p.add_argument("--pair", metavar="PAIR", help="adjacent pair, e.g. '14*(1,-0.5,-1) + (1,-1,1) -> (1,1,-1)' (default: searched)")
     p.add_argument("--side-channel", action="store_true", help="also audit every output besides the estimate")
     p.add_argument("--seed", default="0", metavar="S", help="seed of the audit (default 0)")
@@ -234,6 +234,12 @@ def _audits(args, problem, mechanism, pair, epsilon, run_eps, draws, seed) -> li
         results.append(knorm_audit(mechanism, problem, epsilon, run_epsilon=run_eps, seed=seed))
     if "accountant" in plan:
         results.append(accountant_audit(mechanism, problem, epsilon, run_epsilon=run_eps, pair=pair))
+    if "bit-level" in plan:
+        from .bits import bit_audit
+
+        with tqdm(total=2 * draws, unit="release", disable=args.no_progress, file=sys.stderr, leave=False) as bar:
+            results.append(bit_audit(mechanism, problem, epsilon, run_epsilon=run_eps, pair=pair, draws=draws,
+                                     seed=seed, progress=bar.update))
     pilot = max(100, draws // 10)
     total = (2 if args.side_channel else 1) * planned_releases(draws, pilot, pair_given=pair is not None)
     with tqdm(total=total, unit="release", disable=args.no_progress,

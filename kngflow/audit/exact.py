@@ -341,6 +341,7 @@ def audit_plan(mechanism, problem, pair: AdjacentPair | None = None) -> list[str
     ``"statistic"`` (a :class:`~kngflow.mechanisms.claims.StatisticNoise` claim) or
     ``"knorm"`` (:class:`~kngflow.mechanisms.claims.GradientNoise`) where one applies, then
     ``"accountant"`` (a :class:`~kngflow.mechanisms.claims.Composed` claim), then
+    ``"bit-level"`` (a claim naming an additive centre: :mod:`kngflow.audit.bits`), then
     ``"black-box"`` (always)."""
     claim = mechanism.privacy_claim()
     plan = []
@@ -352,6 +353,8 @@ def audit_plan(mechanism, problem, pair: AdjacentPair | None = None) -> list[str
         plan.append("knorm")
     if isinstance(claim, Composed):
         plan.append("accountant")
+    if claim.additive_centre is not None:
+        plan.append("bit-level")
     return plan + ["black-box"]
 
 

@@ -143,7 +143,12 @@ class OutputPerturbation(_ERM):
     # ---------------------------------------------------------------- audit seam
     def privacy_claim(self) -> StatisticNoise:
         """Noise on the computed minimiser :meth:`statistic` (:meth:`statistic_noise`)."""
-        return StatisticNoise(statistic=self.statistic, noise=self.statistic_noise)
+        return StatisticNoise(statistic=self.statistic, noise=self.statistic_noise, additive_centre=self.centre)
+
+    def centre(self, data) -> np.ndarray:
+        """The release without its noise, in the data's units: ``finish(minimiser)``."""
+        data = self.check_data(data)
+        return self.finish(data, self.minimiser(data)[0])
 
     def statistic(self, data) -> np.ndarray:
         """The released statistic before noise: the computed minimiser."""

@@ -95,7 +95,8 @@ class KNG(Mechanism):
 
     def privacy_claim(self) -> Density:
         """The K-norm density :meth:`log_density` on ``R^d`` (no box: audited in closed form and black-box)."""
-        return Density(log_density=self.log_density, parameter_box=self.parameter_box)
+        return Density(log_density=self.log_density, parameter_box=self.parameter_box,
+                       additive_centre=lambda data: check_mean_data(data).xbar)
 
     def parameter_box(self, d: int) -> None:
         """None: ``Theta = R^d`` has no box, so there is no grid audit.  The privacy loss is
