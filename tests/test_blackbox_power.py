@@ -11,7 +11,7 @@ import numpy as np
 
 from kngflow.audit import audit_callable, blackbox_audit, parse_pair
 from kngflow.audit.search import predicted_bound, select_events, statistics
-from kngflow.mechanisms import get_mechanism
+from kngflow.mechanisms import Mechanism, get_mechanism
 from kngflow.mechanisms.base import Release
 from kngflow.problems import get_problem
 
@@ -19,7 +19,7 @@ EPS = 1.0
 DRAWS = 50_000
 
 
-class LaplaceMean:
+class LaplaceMean(Mechanism):
     """Mean of records in [-r, r] plus Laplace noise of scale ``factor * 2r / (n ε)``
     (``factor = 1``: ε-DP; ``factor = 0.5``: the loss is 2ε)."""
 
