@@ -111,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="tables and figures of a store (kngflow.analysis.report)")
     report.add_argument("store", metavar="STORE", help="zarr store written by kngflow run")
     report.add_argument("--out", required=True, metavar="DIR", help="directory for report.md and the figures (created)")
+    report.add_argument("--html", action="store_true",
+                        help="also write report.html: one self-contained file (figures inline, sortable tables, "
+                        "diagnosands, spec and provenance; nothing fetched when viewed)")
 
     from kngflow.audit import command as audit_command
 
@@ -594,7 +597,7 @@ def cmd_report(args) -> int:
         return EXIT_BAD_INPUT
     from kngflow.analysis.report import write_report
 
-    out = write_report(args.store, args.out)
+    out = write_report(args.store, args.out, html=args.html)
     if out is not None:
         print(out)
     return EXIT_OK

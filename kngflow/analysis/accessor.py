@@ -11,6 +11,7 @@ Registered on import of :mod:`kngflow.analysis`::
     ds.kng.slopes(n_min=10**4)        # log-log slopes ± SE per (mechanism, epsilon)
     ds.kng.coverage(how="per_coef")   # Awan–Slavković Algorithm 4
     print(ds.kng.describe_completeness())
+    ds.kng.diagnose().bias.compute()  # per (mechanism, n, epsilon, coef), with bias_se
 
 Every method that returns per-cell summaries is lazy on a dask-backed store
 (only the reduced result is computed when you ask for it); ``slopes`` and the
@@ -117,6 +118,21 @@ class KngAccessor:
     ) -> xr.Dataset:
         """Empirical coverage of ``theta_star`` by the non-private CI."""
         return _s.reference_coverage(self._ds, reference=reference, level=level, how=how, coefs=coefs, stderr=stderr)
+
+    def diagnose(
+        self,
+        *,
+        level: float = 0.95,
+        stderr: str | None = None,
+        mcse: str = "closed",
+        n_boot: int = 200,
+        seed: int = 0,
+    ) -> xr.Dataset:
+        """Bias, SD, RMSE, MAE and coverage per (mechanism, n, epsilon, coef), each with its
+        Monte Carlo SE (``<name>_se``); lazy.  See :func:`kngflow.analysis.diagnosands.diagnose`."""
+        from .diagnosands import diagnose
+
+        return diagnose(self._ds, level=level, stderr=stderr, mcse=mcse, n_boot=n_boot, seed=seed)
 
     # -- completeness -------------------------------------------------------
     def n_done(self) -> xr.DataArray:

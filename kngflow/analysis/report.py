@@ -2,7 +2,10 @@
 
 :func:`write_report` opens a store with :func:`xarray.open_zarr`, computes the
 reduced summaries (never the full replicate arrays), writes PNG figures that
-fit the grid and a ``report.md`` with the numbers, and returns the Markdown.
+fit the grid and a ``report.md`` with the numbers (among them the per-coefficient bias,
+SD and RMSE with their Monte Carlo SEs, :mod:`kngflow.analysis.diagnosands`), and returns the
+Markdown; with ``html=True`` also ``report.html``, one self-contained file
+(:mod:`kngflow.analysis.html`).
 
 The report names no problem and no mechanism kind: the non-private reference, the
 standard errors behind the coverage tables and any problem-specific sections come from
@@ -22,9 +25,10 @@ import xarray as xr
 
 from . import declared as _declared
 from . import summaries as _s
+from .diagnosands import diagnose
 from .figures import figure_coverage_vs_epsilon, figure_error_vs_epsilon, figure_error_vs_n, figure_facets, study_name
 
-__all__ = ["write_report", "report_markdown", "open_store", "ratio_section"]
+__all__ = ["write_report", "report_markdown", "open_store", "ratio_section", "diagnosand_section", "diagnosand_table"]
 
 _NA = "—"
 
@@ -57,6 +61,13 @@ def _pm(v: Any, se: Any, fmt: str = ".3f") -> str:
     if not _finite(se):
         return f"{float(v):{fmt}}"
     return f"{float(v):{fmt}} ± {float(se):{fmt}}"
+
+
+def _pmg(v: Any, se: Any) -> str:
+    """``0.0427 ± 0.025`` — 3 significant digits, the SE with 2 (values of any scale)."""
+    if not _finite(v):
+        return _NA
+    return f"{float(v):.3g}" + (f" ± {float(se):.2g}" if _finite(se) else "")
 
 
 def _interval(v: Any, lo: Any, hi: Any) -> str:
@@ -185,6 +196,123 @@ def ratio_section(
     return "\n".join(md)
 
 
+#: A bias is flagged (‡) when it lies more than this many Monte Carlo SEs from zero.
+BIAS_FLAG_Z = 3.0
+_MAX_EPS_SHOWN = 3
+
+
+def _diagnosable(ds: xr.Dataset) -> str | None:
+    """Why the diagnosands cannot be computed, or None when they can."""
+    for name in ("estimate", "theta_star", "done"):
+        if name not in ds.variables:
+            return f"the store has no {name} variable"
+    return None
+
+
+def _shown_epsilons(eps_vals: np.ndarray) -> list[float]:
+    """Every ε, or the smallest, a middle and the largest when there are more than three."""
+    eps = sorted(float(e) for e in eps_vals)
+    if len(eps) <= _MAX_EPS_SHOWN:
+        return eps
+    return [eps[0], eps[len(eps) // 2], eps[-1]]
+
+
+def diagnosand_section(ds: xr.Dataset, diag: xr.Dataset) -> str | None:
+    """A Markdown section: per-coefficient bias, SD and RMSE (± Monte Carlo SE) of each mechanism.
+
+    One table per mechanism, at the largest n with finished replicates for each ε (every ε
+    when there are at most three, else the smallest, a middle and the largest; a non-private
+    mechanism once, ε "any").  ``diag``: a computed :func:`~kngflow.analysis.diagnosands.diagnose`
+    of ``ds``.  None when no cell has a finished replicate.
+    """
+    if int(diag["n_valid"].sum()) == 0:
+        return None
+    kinds = _s.mechanism_kinds(ds)
+    deltas = _s.mechanism_deltas(ds)
+    nonprivate = set(_s.nonprivate_labels(ds))
+    eps_vals = diag["epsilon"].values
+    shown = _shown_epsilons(eps_vals)
+    several_eps = eps_vals.size > 1
+    theta = diag["theta_star"].values if "theta_star" in diag.coords else None
+    md = ["## Bias and RMSE per coefficient", ""]
+    md.append(
+        "e = estimate − θ* over the finished replicates of a cell: bias = mean(e), SD = sd(e), "
+        "RMSE = √mean(e²) (RMSE² = bias² + SD² up to (k−1)/k). ± 1 Monte Carlo SE: SD/√k for the bias, the "
+        "delta method with the fourth moment for the SD and on the MSE for the RMSE. bias/MCSE says whether "
+        f"a mechanism is biased or just noisy: ‡ marks |bias| > {BIAS_FLAG_Z:g} MCSE. Shown at the largest n "
+        "with finished replicates"
+        + (" for each ε" if several_eps else "")
+        + (f" (ε = {', '.join(_s.format_epsilon(e) for e in shown)} of the grid's {eps_vals.size})"
+           if len(shown) < eps_vals.size else "")
+        + "; `kngflow.analysis.diagnose(ds)` holds every cell, with the MAE"
+        + (" and the coverage of θ* by estimate ± z·" + str(diag.attrs.get("stderr")) if diag.attrs.get("stderr") else "")
+        + "."
+    )
+    md.append("")
+    for m in [str(x) for x in diag["mechanism"].values]:
+        tag = "" if m in nonprivate else ", " + _s.privacy_tag(deltas.get(m, 0.0))
+        rows = []
+        eps_rows = [(shown[0], "any")] if m in nonprivate and several_eps else [(e, _s.format_epsilon(e)) for e in shown]
+        for e, e_text in eps_rows:
+            cell = diag.sel(mechanism=m, epsilon=e)
+            have = cell["n_valid"].max("coef").values > 0
+            if not have.any():
+                continue
+            n = diag["n"].values[np.flatnonzero(have)[-1]]
+            c = cell.sel(n=n)
+            for j, coef in enumerate(diag["coef"].values):
+                cj = c.isel(coef=j)
+                b, b_se = cj["bias"].values, cj["bias_se"].values
+                zscore = float(b) / float(b_se) if _finite(b) and _finite(b_se) and float(b_se) > 0 else math.nan
+                flag = " ‡" if _finite(zscore) and abs(zscore) > BIAS_FLAG_Z else ""
+                rows.append(
+                    ([e_text] if several_eps else [])
+                    + [_s.format_n(n), str(int(coef)), _g(theta[j], 3) if theta is not None else _NA,
+                       _pmg(b, b_se), (f"{zscore:.1f}" if _finite(zscore) else _NA) + flag,
+                       _pmg(cj["sd"].values, cj["sd_se"].values), _pmg(cj["rmse"].values, cj["rmse_se"].values)]
+                )
+        md += [f"### {m} ({kinds.get(m, m)}{tag})", ""]
+        if not rows:
+            md += ["No finished replicates.", ""]
+            continue
+        header = (["ε"] if several_eps else []) + ["n", "coef", "θ*", "bias ± MCSE", "bias/MCSE", "SD ± MCSE",
+                                                   "RMSE ± MCSE"]
+        md += [_table(header, rows), ""]
+    return "\n".join(md).rstrip("\n")
+
+
+def diagnosand_table(ds: xr.Dataset, diag: xr.Dataset, max_rows: int = 20_000) -> tuple[list[str], list[list[str]]]:
+    """Every (mechanism, n, ε, coef) cell with finished replicates: header and rows (text)."""
+    deltas = _s.mechanism_deltas(ds)
+    mixed = any(deltas.values()) and not all(deltas.values())
+    cover = "coverage" in diag
+    header = ["mechanism", "n", "ε", "coef", "k", "bias ± MCSE", "bias/MCSE", "SD ± MCSE", "RMSE ± MCSE",
+              "MAE ± MCSE"]
+    if cover:
+        header.append(f"coverage of θ* by estimate ± {diag.attrs.get('z', 1.96):.2f}·{diag.attrs.get('stderr')} ± MCSE")
+    flat = diag.transpose("mechanism", "n", "epsilon", "coef")
+    arrays = {k: flat[k].values for k in flat.data_vars if flat[k].dims == ("mechanism", "n", "epsilon", "coef")}
+    rows = []
+    for a, m in enumerate(flat["mechanism"].values):
+        for b, n in enumerate(flat["n"].values):
+            for c, e in enumerate(flat["epsilon"].values):
+                for d, coef in enumerate(flat["coef"].values):
+                    k = int(arrays["n_valid"][a, b, c, d])
+                    if k == 0:
+                        continue
+                    if len(rows) >= max_rows:
+                        return header, rows
+                    g = {name: arr[a, b, c, d] for name, arr in arrays.items()}
+                    z = g["bias"] / g["bias_se"] if _finite(g["bias_se"]) and g["bias_se"] > 0 else math.nan
+                    row = [_mechanism_cell(str(m), deltas, mixed), _s.format_n(n), _s.format_epsilon(e), str(int(coef)),
+                           str(k), _pmg(g["bias"], g["bias_se"]), f"{z:.1f}" if _finite(z) else _NA,
+                           _pmg(g["sd"], g["sd_se"]), _pmg(g["rmse"], g["rmse_se"]), _pmg(g["mae"], g["mae_se"])]
+                    if cover:
+                        row.append(_pm(g["coverage"], g["coverage_se"]))
+                    rows.append(row)
+    return header, rows
+
+
 def report_markdown(
     ds: xr.Dataset,
     *,
@@ -193,8 +321,10 @@ def report_markdown(
     figures: list[tuple[str, str]] = (),
     notes: list[str] = (),
     store_path: str | None = None,
+    diagnosands: xr.Dataset | None = None,
 ) -> str:
-    """The Markdown report for ``ds`` (computes only reduced summaries)."""
+    """The Markdown report for ``ds`` (computes only reduced summaries).  ``diagnosands``: a
+    computed :func:`~kngflow.analysis.diagnosands.diagnose` of ``ds`` to reuse."""
     summ = (_s.error_summary(ds) if summary is None else summary).compute()
     info = _s.completeness(ds) if info is None else info
     kinds = _s.mechanism_kinds(ds)
@@ -325,6 +455,15 @@ def report_markdown(
         if block is not None:
             md += [block, ""]
 
+    # -- diagnosands: bias, SD, RMSE per coefficient ---------------------------------
+    if diagnosands is None and _diagnosable(ds) is None:
+        diagnosands = diagnose(ds).compute()
+    block = diagnosand_section(ds, diagnosands) if diagnosands is not None else None
+    if block is not None:
+        md += [block, ""]
+    elif _diagnosable(ds) is not None:
+        md += ["## Bias and RMSE per coefficient", "", f"Not computed: {_diagnosable(ds)}.", ""]
+
     # -- coverage --------------------------------------------------------------
     if _coverage_unavailable(ds) is None:
         cov_all = _s.coverage(ds, reference=ref, how="all", coefs=_slopes(ds))
@@ -373,8 +512,9 @@ def report_markdown(
     return "\n".join(md)
 
 
-def write_report(store_path: str | os.PathLike, out_dir: str | os.PathLike) -> str:
-    """Write PNG figures and ``report.md`` for a kngflow store; return the Markdown.
+def write_report(store_path: str | os.PathLike, out_dir: str | os.PathLike, *, html: bool = False) -> str:
+    """Write PNG figures and ``report.md`` for a kngflow store (and ``report.html`` when
+    ``html``); return the Markdown.
 
     Figures, each one faceted PNG: ``error_vs_n.png`` when the n axis has
     ≥ 2 values (a panel per ε); ``error_vs_epsilon.png`` and, when the store
@@ -391,6 +531,10 @@ def write_report(store_path: str | os.PathLike, out_dir: str | os.PathLike) -> s
         A zarr store written by ``kngflow run``.
     out_dir : path
         Output directory (created if needed).
+    html : bool
+        Also write ``report.html``: ONE self-contained file (figures inline as data URIs,
+        sortable tables, every diagnosand, the spec, provenance and caveats; nothing is
+        fetched when it is viewed; :mod:`kngflow.analysis.html`).
 
     Returns
     -------
@@ -403,6 +547,28 @@ def write_report(store_path: str | os.PathLike, out_dir: str | os.PathLike) -> s
     summ = _s.error_summary(ds).compute()
     info = _s.completeness(ds)
     figures, notes = _write_figures(ds, summ, out)
-    md = report_markdown(ds, summary=summ, info=info, figures=figures, notes=notes, store_path=os.fspath(store_path))
+    diag = diagnose(ds).compute() if _diagnosable(ds) is None else None
+    md = report_markdown(ds, summary=summ, info=info, figures=figures, notes=notes, store_path=os.fspath(store_path),
+                         diagnosands=diag)
     (out / "report.md").write_text(md, encoding="utf-8")
+    if html:
+        (out / "report.html").write_text(report_html(ds, md, out, diag), encoding="utf-8")
     return md
+
+
+def report_html(ds: xr.Dataset, md: str, out_dir: str | os.PathLike, diag: xr.Dataset | None = None) -> str:
+    """The self-contained HTML of the report ``md`` (figures read from ``out_dir``)."""
+    from .html import render_html, table_html
+
+    extra = []
+    if diag is not None and int(diag["n_valid"].sum()) > 0:
+        header, rows = diagnosand_table(ds, diag)
+        extra.append((
+            "All diagnosands",
+            "<p>Every (mechanism, n, ε, coefficient) cell with finished replicates; k: replicates used; "
+            "click a column header to sort.</p>\n<details><summary>"
+            f"{len(rows)} rows</summary>\n" + table_html(header, rows, table_id="all-diagnosands") + "</details>",
+        ))
+    study = study_name(ds)
+    return render_html(md, image_dir=out_dir, attrs=dict(ds.attrs),
+                       title="kngflow report" + (f": {study}" if study else ""), extra_sections=extra)

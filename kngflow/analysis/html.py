@@ -1,0 +1,281 @@
+"""The report as ONE self-contained HTML file: nothing is fetched when it is viewed.
+
+:func:`render_html` turns the report's Markdown (the subset :mod:`kngflow.analysis.report`
+and the problems' ``report_sections`` write: headings, paragraphs, lists, pipe tables,
+images, fenced code, ``code``, ``*emphasis*``, ``**strong**``) into HTML, with
+
+* every figure inline as a ``data:image/png;base64`` URI (read from the report's directory);
+* every table sortable by clicking a column header (a few lines of inline JavaScript, no
+  library; numbers such as ``10^4``, ``1/16``, ``0.123 ± 0.004`` sort by value, ``—`` last);
+* extra sections: every diagnosand of every cell (sortable), the store's spec (the ``spec``
+  attribute), its provenance (``versions``, ``plugins`` and the other run attributes) and
+  its caveats.
+
+Links are kept as text (the file holds no ``href``/``src`` to the network).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+__all__ = ["render_html", "markdown_to_html", "SORT_SCRIPT"]
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;margin:2em auto;
+max-width:1150px;padding:0 1em;color:#1b1b1b;line-height:1.45}
+h1{border-bottom:2px solid #444;padding-bottom:.2em}h2{border-bottom:1px solid #bbb;margin-top:1.8em}
+table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.86em}
+th,td{border:1px solid #ccc;padding:.25em .55em;text-align:left;white-space:nowrap}
+th{background:#eef1f5;cursor:pointer;user-select:none;position:sticky;top:0}
+th[aria-sort=ascending]::after{content:" \\25B2"}th[aria-sort=descending]::after{content:" \\25BC"}
+tbody tr:nth-child(even){background:#f8f9fb}.scroll{overflow-x:auto;max-height:80vh}
+img{max-width:100%;height:auto;border:1px solid #ddd}figure{margin:1em 0}
+figcaption{font-style:italic;font-size:.9em;color:#333}
+pre{background:#f4f4f4;padding:.8em;overflow-x:auto;font-size:.85em}code{background:#f4f4f4;padding:0 .2em}
+.mark{color:#a00;font-weight:bold}details{margin:.8em 0}summary{cursor:pointer;font-weight:600}
+"""
+
+#: The inline sorting script: click a header to sort (again to reverse).
+SORT_SCRIPT = r"""
+(function(){
+  function key(text){
+    var t=text.replace(/\u2212/g,'-').trim();
+    if(t===''||t==='\u2014')return null;
+    var m=t.match(/^(-?\d+(?:\.\d+)?)\^(-?\d+)/);
+    if(m)return Math.pow(parseFloat(m[1]),parseInt(m[2],10));
+    m=t.match(/^(-?\d+(?:\.\d+)?)\/(\d+(?:\.\d+)?)(?!\d)/);
+    if(m)return parseFloat(m[1])/parseFloat(m[2]);
+    var x=parseFloat(t);
+    return isNaN(x)?t.toLowerCase():x;
+  }
+  function compare(a,b){
+    if(a===null&&b===null)return 0;if(a===null)return 1;if(b===null)return -1;
+    var na=typeof a==='number',nb=typeof b==='number';
+    if(na&&nb)return a-b;if(na)return -1;if(nb)return 1;
+    return a<b?-1:(a>b?1:0);
+  }
+  function sortBy(table,th,col){
+    var body=table.tBodies[0];if(!body)return;
+    var desc=th.getAttribute('aria-sort')==='ascending';
+    var rows=Array.prototype.slice.call(body.rows).map(function(r,i){
+      var c=r.cells[col];return {row:r,i:i,k:key(c?c.textContent:'')};});
+    rows.sort(function(a,b){var c=compare(a.k,b.k);if(desc&&a.k!==null&&b.k!==null)c=-c;return c||a.i-b.i;});
+    rows.forEach(function(x){body.appendChild(x.row);});
+    Array.prototype.forEach.call(table.tHead.rows[0].cells,function(h){h.removeAttribute('aria-sort');});
+    th.setAttribute('aria-sort',desc?'descending':'ascending');
+  }
+  Array.prototype.forEach.call(document.querySelectorAll('table.sortable'),function(table){
+    if(!table.tHead)return;
+    Array.prototype.forEach.call(table.tHead.rows[0].cells,function(th,col){
+      th.title='click to sort';
+      th.addEventListener('click',function(){sortBy(table,th,col);});
+    });
+  });
+})();
+"""
+
+_IMAGE = re.compile(r"^!\[([^\]]*)\]\(([^)\s]+)\)\s*$")
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_LIST = re.compile(r"^\s*[-*+]\s+(.*)$")
+_SEP = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+
+
+def _slug(text: str, seen: dict[str, int]) -> str:
+    base = re.sub(r"[^\w]+", "-", text.lower()).strip("-") or "section"
+    n = seen.get(base, 0)
+    seen[base] = n + 1
+    return base if n == 0 else f"{base}-{n}"
+
+
+def _inline(text: str) -> str:
+    """Escape ``text`` and render ``code``, **strong**, *emphasis*; links stay text."""
+    parts = re.split(r"(`[^`]+`)", text)
+    out = []
+    for part in parts:
+        if len(part) >= 2 and part.startswith("`") and part.endswith("`"):
+            out.append(f"<code>{html.escape(part[1:-1])}</code>")
+            continue
+        s = html.escape(part, quote=False)
+        s = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", r"\1 (\2)", s)
+        s = re.sub(r"\*\*(\S(?:.*?\S)?)\*\*", r"<strong>\1</strong>", s)
+        s = re.sub(r"(?<![\w*])\*(\S(?:[^*]*?\S)?)\*(?![\w*])", r"<em>\1</em>", s)
+        s = s.replace("†", '<span class="mark">†</span>').replace("‡", '<span class="mark">‡</span>')
+        out.append(s)
+    return "".join(out)
+
+
+def _cells(line: str) -> list[str]:
+    line = line.strip()
+    if line.startswith("|"):
+        line = line[1:]
+    if line.endswith("|"):
+        line = line[:-1]
+    return [c.strip() for c in line.split("|")]
+
+
+def table_html(header: list[str], rows: list[list[str]], *, table_id: str | None = None, raw: bool = False) -> str:
+    """A sortable ``<table>``; cells are Markdown-inline text (or plain text when ``raw``)."""
+    fmt = (lambda c: html.escape(str(c), quote=False)) if raw else _inline
+    ident = f' id="{html.escape(table_id)}"' if table_id else ""
+    head = "".join(f"<th>{fmt(h)}</th>" for h in header)
+    body = "\n".join("<tr>" + "".join(f"<td>{fmt(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f'<div class="scroll"><table class="sortable"{ident}>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table></div>'
+
+
+def _image(alt: str, src: str, base: Path | None, caption: str | None) -> str:
+    path = Path(src) if base is None else base / src
+    if src.startswith(("http://", "https://", "//")) or not path.is_file():
+        return f"<p>[figure {html.escape(alt)}: {html.escape(src)} not available]</p>"
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    mime = "image/svg+xml" if src.lower().endswith(".svg") else "image/png"
+    cap = f"<figcaption>{_inline(caption)}</figcaption>" if caption else ""
+    return f'<figure><img alt="{html.escape(alt)}" src="data:{mime};base64,{data}">{cap}</figure>'
+
+
+def markdown_to_html(md: str, image_dir: str | Path | None = None) -> str:
+    """HTML for the Markdown subset the report writes; images inlined from ``image_dir``."""
+    base = None if image_dir is None else Path(image_dir)
+    lines = md.splitlines()
+    out: list[str] = []
+    seen: dict[str, int] = {}
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            i += 1
+            continue
+        if line.lstrip().startswith("```"):
+            j = i + 1
+            while j < len(lines) and not lines[j].lstrip().startswith("```"):
+                j += 1
+            out.append("<pre>" + html.escape("\n".join(lines[i + 1 : j])) + "</pre>")
+            i = j + 1
+            continue
+        m = _HEADING.match(line)
+        if m:
+            level, text = len(m.group(1)), m.group(2)
+            out.append(f'<h{level} id="{_slug(text, seen)}">{_inline(text)}</h{level}>')
+            i += 1
+            continue
+        m = _IMAGE.match(line.strip())
+        if m:
+            caption = None
+            j = i + 1
+            while j < len(lines) and not lines[j].strip():
+                j += 1
+            nxt = lines[j].strip() if j < len(lines) else ""
+            if len(nxt) > 2 and nxt.startswith("*") and nxt.endswith("*") and not nxt.startswith("**"):
+                caption, i = nxt[1:-1], j + 1
+            else:
+                i += 1
+            out.append(_image(m.group(1), m.group(2), base, caption))
+            continue
+        if line.lstrip().startswith("|") and i + 1 < len(lines) and _SEP.match(lines[i + 1].strip()):
+            header = _cells(line)
+            j = i + 2
+            rows = []
+            while j < len(lines) and lines[j].lstrip().startswith("|"):
+                rows.append(_cells(lines[j]))
+                j += 1
+            out.append(table_html(header, rows))
+            i = j
+            continue
+        if _LIST.match(line):
+            items = []
+            while i < len(lines) and lines[i].strip():
+                m = _LIST.match(lines[i])
+                if m:
+                    items.append(m.group(1))
+                elif items:
+                    items[-1] += " " + lines[i].strip()
+                i += 1
+            out.append("<ul>" + "".join(f"<li>{_inline(t)}</li>" for t in items) + "</ul>")
+            continue
+        para = []
+        while i < len(lines) and lines[i].strip() and not (
+            _HEADING.match(lines[i]) or _LIST.match(lines[i]) or lines[i].lstrip().startswith(("|", "```", "!["))
+        ):
+            para.append(lines[i].strip())
+            i += 1
+        if not para:  # a line no block claimed (e.g. a lone "|"): keep it as text
+            para.append(lines[i].strip())
+            i += 1
+        text = " ".join(para)
+        if len(text) > 2 and text.startswith("*") and text.endswith("*") and not text.startswith("**"):
+            out.append(f"<p><em>{_inline(text[1:-1])}</em></p>")
+        else:
+            out.append(f"<p>{_inline(text)}</p>")
+    return "\n".join(out)
+
+
+def _provenance_rows(attrs: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for key in ("title", "problem", "spec_hash", "seed", "kngflow_version", "kngflow_store_format", "reference_stderr",
+                "nonprivate_labels", "delta"):
+        if key in attrs and str(attrs[key]) != "":
+            rows.append([key, str(attrs[key])])
+    versions = attrs.get("versions")
+    if versions:
+        try:
+            parsed = json.loads(versions) if isinstance(versions, str) else dict(versions)
+        except (TypeError, ValueError):
+            parsed = None
+        if isinstance(parsed, dict):
+            for k, v in _flatten(parsed):
+                rows.append([f"versions: {k}", v])
+        else:
+            rows.append(["versions", str(versions)])
+    plugins = attrs.get("plugins")
+    if plugins:
+        rows.append(["plugins", str(plugins)])
+    return rows
+
+
+def _flatten(d: dict, prefix: str = "") -> list[tuple[str, str]]:
+    out = []
+    for k, v in d.items():
+        name = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out += _flatten(v, name + ".")
+        else:
+            out.append((name, v if isinstance(v, str) else json.dumps(v)))
+    return out
+
+
+def render_html(
+    md: str,
+    *,
+    image_dir: str | Path | None,
+    attrs: dict[str, Any],
+    title: str = "kngflow report",
+    extra_sections: list[tuple[str, str]] = (),
+) -> str:
+    """The whole HTML document: the report's Markdown, then ``extra_sections`` (``(heading,
+    html)``), the caveats, the spec and the provenance; CSS and the sorting script inline."""
+    body = [markdown_to_html(md, image_dir)]
+    for heading, block in extra_sections:
+        body.append(f"<h2>{html.escape(heading)}</h2>\n{block}")
+    caveats = attrs.get("caveats")
+    body.append("<h2 id=\"caveats\">Caveats</h2>")
+    body.append(f"<p>{html.escape(str(caveats), quote=False)}</p>" if caveats else "<p>The store records no caveats.</p>")
+    spec = attrs.get("spec")
+    body.append("<h2 id=\"spec\">Spec</h2>")
+    body.append(f"<pre>{html.escape(str(spec), quote=False)}</pre>" if spec else "<p>The store records no spec.</p>")
+    history = attrs.get("spec_history")
+    if history:
+        body.append(f"<details><summary>spec history</summary><pre>{html.escape(str(history), quote=False)}</pre></details>")
+    body.append("<h2 id=\"provenance\">Provenance</h2>")
+    rows = _provenance_rows(attrs)
+    body.append(table_html(["attribute", "value"], rows, raw=True) if rows else "<p>The store records no provenance.</p>")
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+        f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        + "\n".join(body)
+        + f"\n<script>{SORT_SCRIPT}</script>\n</body>\n</html>\n"
+    )

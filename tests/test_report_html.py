@@ -1,0 +1,203 @@
+"""``kngflow report STORE --html``: ONE self-contained file, checked as text and in a real browser.
+
+The browser tests open the report in headless Chromium (Debian's ``chromium``; ``.ci/run``
+installs it) and are skipped only when no Chromium binary is found.  They take a screenshot
+(non-blank), and load a copy of the report with a probe script that records, after the page
+has loaded, every image's decoded size, every error event (script errors, images that fail
+to decode), every resource fetched other than ``data:`` URIs, and the result of clicking a
+sortable column; Chromium's own console log (``--enable-logging=stderr``) must be silent.
+A deliberately broken page is run through the same harness first (negative control).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import kngflow_cli
+from kngflow.analysis.report import write_report
+from synthetic import SyntheticMechanism as SM
+from synthetic import synthetic_dataset, write_store
+
+SMOKE = Path(__file__).resolve().parents[1] / "workflows" / "smoke.toml"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome", "chrome")) if p), None)
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary found (.ci/run installs Debian's chromium)")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+#: injected first in <head>: collect error events (capture phase: failed images too) and console.error calls
+PROBE_HEAD = """<script>window.__probe={errors:[]};
+window.addEventListener('error',function(e){var t=e.target;window.__probe.errors.push(
+ t&&t.tagName?('failed to load <'+t.tagName.toLowerCase()+'>'):String(e.message));},true);
+(function(){var f=console.error;console.error=function(){window.__probe.errors.push('console.error: '+
+ Array.prototype.join.call(arguments,' '));f.apply(console,arguments);};})();</script>"""
+#: injected before </body>: after load, write what the page did into <pre id="probe">
+PROBE_BODY = """<script>window.addEventListener('load',function(){
+var r=window.__probe;
+r.images=Array.prototype.map.call(document.images,function(i){return [i.complete,i.naturalWidth,i.naturalHeight];});
+r.fetched=performance.getEntriesByType('resource').map(function(x){return x.name;})
+ .filter(function(n){return n.indexOf('data:')!==0;});
+r.tables=document.querySelectorAll('table.sortable').length;
+var t=document.getElementById('all-diagnosands');
+if(t){var ths=Array.prototype.slice.call(t.tHead.rows[0].cells);
+ var col=ths.map(function(h){return h.textContent;}).indexOf('k');var th=ths[col];
+ function column(){return Array.prototype.map.call(t.tBodies[0].rows,function(row){return row.cells[col].textContent;});}
+ r.unsorted=column();th.click();r.ascending=[th.getAttribute('aria-sort'),column()];
+ th.click();r.descending=[th.getAttribute('aria-sort'),column()];}
+var p=document.createElement('pre');p.id='probe';p.textContent=JSON.stringify(r);document.body.appendChild(p);});
+</script>"""
+
+
+def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    profile = tmp_path / f"profile{len(list(tmp_path.glob('profile*')))}"
+    profile.mkdir()
+    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True,
+                          timeout=180)
+
+
+def _probe(page: Path, tmp_path: Path) -> tuple[dict, list[str]]:
+    """Load ``page`` with the probe; return what it recorded and Chromium's console log lines."""
+    text = page.read_text(encoding="utf-8")
+    assert text.count("<head>") == 1 and text.count("</body>") == 1
+    probe = page.with_name("probe_" + page.name)
+    probe.write_text(text.replace("<head>", "<head>" + PROBE_HEAD).replace("</body>", PROBE_BODY + "</body>"),
+                     encoding="utf-8")
+    proc = _chromium(tmp_path, "--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000", "--dump-dom",
+                     probe.as_uri())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = re.search(r'<pre id="probe">(.*?)</pre>', proc.stdout, re.S)
+    assert found, "the probe did not run: " + proc.stdout[-2000:] + proc.stderr[-2000:]
+    console = [line for line in proc.stderr.splitlines() if "CONSOLE" in line]
+    return json.loads(html.unescape(found.group(1))), console
+
+
+def _screenshot(page: Path, tmp_path: Path) -> np.ndarray:
+    from PIL import Image
+
+    shot = tmp_path / (page.stem + "_screenshot.png")
+    proc = _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1200,3000", "--hide-scrollbars", page.as_uri())
+    assert proc.returncode == 0 and shot.exists(), proc.stderr[-3000:]
+    with Image.open(shot) as img:
+        return np.asarray(img.convert("RGB"))
+
+
+def _check_self_contained(text: str, figures: int) -> None:
+    """One file: every image a decodable data: PNG; no URL the browser would fetch."""
+    srcs = re.findall(r"<img[^>]*\ssrc=\"([^\"]*)\"", text)
+    assert len(srcs) == figures
+    for src in srcs:
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1])[:8] == PNG_MAGIC
+    assert not re.search(r"""\b(src|href|action|poster|data)\s*=\s*["']?\s*(https?:|//|file:)""", text, re.I)
+    assert not re.search(r"url\(\s*['\"]?(?!data:)", text)  # no CSS fetch
+    assert not re.search(r"<(link|iframe|object|embed)\b", text, re.I)
+    assert not re.search(r"<script[^>]*\ssrc=", text, re.I)
+    assert "@import" not in text
+
+
+@pytest.fixture(scope="module")
+def eps_store(tmp_path_factory):
+    """A partial store with an n and an ε grid (all three figures) and an (ε, δ)-DP mechanism."""
+    mechs = [
+        SM("MLE", "nonprivate", private=False),
+        SM("l1", "made_up_l1", lambda n, e: 2.5 / (e * np.sqrt(n)), private=True),
+        SM("gauss", "made_up_gauss", lambda n, e: 1.0 / (e * np.sqrt(n)), private=True),
+    ]
+    raw = synthetic_dataset(mechs, n=[1000, 10_000], epsilon=[0.25, 0.5, 1, 2], replicates=30, d=4, seed=12,
+                            done=lambda lab, n, e, r: not (n == 10_000 and r >= 20))
+    raw.attrs["delta"] = json.dumps({"gauss": 1e-5})
+    raw.attrs["title"] = "html_check"
+    path = tmp_path_factory.mktemp("html") / "eps.zarr"
+    write_store(raw, path, replicate_chunk=30)
+    return path
+
+
+@pytest.fixture(scope="module")
+def eps_report(eps_store, tmp_path_factory):
+    out = tmp_path_factory.mktemp("html_out")
+    md = write_report(eps_store, out, html=True)
+    return out, md
+
+
+@pytest.fixture(scope="module")
+def smoke_report(tmp_path_factory):
+    """``kngflow run workflows/smoke.toml`` and ``kngflow report --html``, both with the real CLI."""
+    tmp = tmp_path_factory.mktemp("smoke")
+    proc = kngflow_cli("run", SMOKE, "--store", tmp / "smoke.zarr", "--workers", 1, "--no-dashboard")
+    assert proc.returncode == 0, proc.stderr
+    proc = kngflow_cli("report", tmp / "smoke.zarr", "--out", tmp / "report", "--html")
+    assert proc.returncode == 0, proc.stderr
+    return tmp / "report", proc.stdout
+
+
+def test_html_report_is_one_file_holding_everything(eps_report):
+    out, md = eps_report
+    assert sorted(p.name for p in out.iterdir()) == [
+        "coverage_vs_epsilon.png", "error_vs_epsilon.png", "error_vs_n.png", "report.html", "report.md"]
+    text = (out / "report.html").read_text(encoding="utf-8")
+    assert (out / "report.md").read_text(encoding="utf-8") == md  # the Markdown stays as it was
+    _check_self_contained(text, figures=3)
+    assert text.startswith("<!DOCTYPE html>") and '<meta charset="utf-8">' in text
+    assert "<title>kngflow report: html_check</title>" in text
+    # completeness, the tables (sortable), the diagnosands, the ε/δ marks
+    assert "Completeness</h2>" in text and "finished (" in text and "missing: n=10^4" in text
+    assert text.count('<table class="sortable"') >= 6 and "function sortBy" in text
+    assert "Bias and RMSE per coefficient</h2>" in text and 'id="all-diagnosands"' in text
+    assert "gauss (ε, δ=1e-05)" in text and "(ε, δ=1e-05)-DP" in text
+    # the spec, the provenance (versions) and the caveats
+    assert "Spec</h2>" in text and html.escape('label = "gauss"', quote=False) in text
+    assert "Provenance</h2>" in text and "versions: numpy" in text and "versions: xarray" in text
+    assert "Caveats</h2>" in text and "synthetic store: Gaussian error laws" in text
+    # figure captions are kept, θ* stays literal inside them
+    assert "<figcaption>" in text and "‖θ*‖₂" in text
+
+
+@needs_chromium
+def test_browser_harness_flags_a_broken_page(tmp_path):
+    """Negative control: a script error, a console.error and an undecodable image are all caught."""
+    page = tmp_path / "broken.html"
+    page.write_text('<!DOCTYPE html><html><head><meta charset="utf-8"></head><body><p>x</p>'
+                    '<img src="data:image/png;base64,AAAA"><script>console.error("boom"); notDefined();</script>'
+                    "</body></html>", encoding="utf-8")
+    probe, console = _probe(page, tmp_path)
+    assert probe["images"] == [[True, 0, 0]]
+    assert any("notDefined" in e for e in probe["errors"]) and any("boom" in e for e in probe["errors"])
+    assert any("failed to load <img>" in e for e in probe["errors"])
+    assert any("notDefined" in line for line in console)
+
+
+@needs_chromium
+@pytest.mark.parametrize("which", ["smoke", "eps"])
+def test_html_report_renders_in_chromium(which, request, tmp_path):
+    out, _ = request.getfixturevalue(f"{which}_report")
+    page = out / "report.html"
+    figures = len(list(out.glob("*.png")))
+    assert figures >= 1
+    _check_self_contained(page.read_text(encoding="utf-8"), figures=figures)
+    probe, console = _probe(page, tmp_path)
+    assert probe["errors"] == [] and console == [], (probe["errors"], console)
+    assert probe["fetched"] == []  # nothing but data: URIs
+    assert len(probe["images"]) == figures
+    for complete, width, height in probe["images"]:  # every figure decoded at its PNG size
+        assert complete and width > 300 and height > 200
+    assert probe["tables"] >= 4
+    # the diagnosand table sorts by a clicked column, both ways
+    order, ks = probe["ascending"]
+    assert order == "ascending" and [int(k) for k in ks] == sorted(int(k) for k in probe["unsorted"])
+    order, ks = probe["descending"]
+    assert order == "descending" and [int(k) for k in ks] == sorted((int(k) for k in probe["unsorted"]), reverse=True)
+    # the screenshot is no blank page: many colours, a good share of non-white pixels
+    pixels = _screenshot(page, tmp_path)
+    assert pixels.shape[:2] == (3000, 1200)
+    colours = np.unique(pixels.reshape(-1, 3), axis=0).shape[0]
+    inked = float((pixels.min(axis=2) < 200).mean())
+    assert colours > 200 and inked > 0.02, (colours, inked)
