@@ -1,4 +1,4 @@
-"""Differential-privacy mechanisms (never imports dask or zarr).
+"""Differential-privacy mechanisms: the contract (never imports dask, zarr or a model).
 
 The contract: :class:`Mechanism` (keyword-only options, ``release(data, epsilon, rng)``
 returning a :class:`Release`), typed :class:`Diagnostic` declarations and one privacy
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from kngflow.mechanisms.base import Diagnostic, Mechanism, Release
 from kngflow.mechanisms.claims import BlackBox, Composed, Density, GradientNoise, PrivacyClaim, StatisticNoise
+
 __all__ = ["MECHANISMS", "Mechanism", "Release", "Diagnostic", "PrivacyClaim", "BlackBox", "Density",
            "GradientNoise", "StatisticNoise", "Composed", "get_mechanism", "allowed_options", "private_quantile"]
 
