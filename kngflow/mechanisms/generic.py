@@ -28,8 +28,14 @@ and the factor 2 pays for the data-dependent normalising constant.  The base mea
 does not depend on the data.
 
 Sampler policy: ``sampler="auto"`` runs the first entry of ``samplers`` (exact draws,
-then exact coordinate Gibbs, then the generic random-walk Metropolis kernel of
-:mod:`kngflow.kernels.generic`); ``info["sampler"]`` records which one ran.  A mechanism
+then exact coordinate Gibbs, the gradient map, then the generic random-walk Metropolis
+kernel of :mod:`kngflow.kernels.generic`); ``info["sampler"]`` records which one ran.
+The gradient map (:mod:`kngflow.kernels.gradient_map`, KNG with a smooth strictly convex
+loss and a jitted ``hessian``) draws the gradient as exact K-norm noise, maps it back by
+Newton's method and accepts the root as an independence-Metropolis proposal with
+probability ``min(1, det H(current) / det H(proposed))`` inside ``Theta``; under
+``"auto"`` a gradient map that finds no proposal inside ``Theta`` in ``max_tries`` hands
+over to the next sampler of ``samplers`` (same target).  A mechanism
 with ``precondition`` true runs that kernel along preconditioned directions
 (:func:`~kngflow.kernels.generic.precond_metropolis_chains`: the columns of the inverse
 Jacobian of the gradient at the chain's state, adapted in the burn-in with the scales,
@@ -51,14 +57,41 @@ from kngflow.kernels.generic import (
     metropolis_chains,
     precond_metropolis_chains,
 )
+from kngflow.kernels.gradient_map import MAX_ITER, gradient_map_chain
 from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_positive, check_rng
 from kngflow.mechanisms.claims import Density
 
-__all__ = ["NonPrivateBase", "Sampled", "GenericKNG", "GenericExponential", "NORMS", "SAMPLERS"]
+__all__ = ["NonPrivateBase", "Sampled", "GenericKNG", "GenericExponential", "NORMS", "SAMPLERS", "gradient_map_draws",
+           "GRADIENT_MAP_PROPOSALS"]
 
 NORMS = ("l1", "l2", "linf")
-SAMPLERS = ("auto", "exact", "gibbs", "metropolis")
+SAMPLERS = ("auto", "exact", "gibbs", "metropolis", "gradient_map")
 BASES = ("uniform", "gaussian")
+#: default proposals of a gradient-map chain (option ``proposals``)
+GRADIENT_MAP_PROPOSALS = 50
+
+
+def gradient_map_draws(gradient, hessian, args, a, norm, domain, base_scale, rng, size, proposals, max_tries):
+    """``size`` gradient-map chains on a problem's jitted ``gradient`` / ``hessian``
+    (:func:`~kngflow.kernels.gradient_map.gradient_map_chain`): returns the final states
+    (size, d), the accepted fractions (size,) and the proposals made (size,).
+
+    ``a`` is the rate (density ``exp(-a ||gradient||_norm)``), ``domain = (center, B)``
+    the ℓ1 ball ``Theta`` (``B = inf``: ``R^d``), ``base_scale > 0`` a Gaussian base
+    ``N(center, base_scale^2 I)`` instead.  The one entry point of the sampler: KNGs of
+    every model call it with their own gradient/Hessian pair.
+    """
+    center, B = domain
+    center = np.ascontiguousarray(center, dtype=np.float64)
+    out = np.empty((size, center.shape[0]))
+    acc = np.empty(size)
+    steps = np.empty(size, dtype=np.int64)
+    status = gradient_map_chain(gradient, hessian, rng, args, float(a), NORM_CODES[norm], center, float(B),
+                                float(base_scale), int(proposals), int(max_tries), MAX_ITER, out, acc, steps)
+    if status < 0:
+        raise RuntimeError(f"gradient-map sampler: no proposal inside Theta in max_tries={max_tries} proposals "
+                           "(the gradient's image hardly meets the noise); use sampler='metropolis'")
+    return out, acc, steps
 
 
 class NonPrivateBase(Mechanism):
@@ -91,8 +124,10 @@ class Sampled(Mechanism):
     --------------------
     bound : float, the ℓ1 radius ``B`` of ``Theta`` (uniform base measure).
     base : {"uniform", "gaussian"}; base_scale : sd of the Gaussian base.
-    sampler : {"auto", "exact", "gibbs", "metropolis"}.
+    sampler : {"auto", "exact", "gibbs", "metropolis", "gradient_map"}.
     steps : Metropolis sweeps (first half burn-in); gibbs_sweeps : Gibbs sweeps.
+    KNG adds ``proposals`` (gradient-map proposals per release) and ``max_tries``
+    (proposals before the first one inside ``Theta``).
     """
 
     kind = ""
@@ -158,12 +193,23 @@ class Sampled(Mechanism):
         epsilon = check_epsilon(epsilon)
         rng = check_rng(rng)
         name = self.available_samplers()[0] if self.sampler == "auto" else self.sampler
+        if name == "gradient_map" and self.sampler == "auto":
+            try:
+                theta, acc, steps = self.draw_gradient_map(data, epsilon, rng, 1)
+            except RuntimeError:  # no proposal inside Theta in max_tries: the next sampler, same target
+                name = self.available_samplers()[1]
+            else:
+                info = {"sampler": "gradient_map", "acceptance": float(acc[0]), "steps": int(steps[0])}
+                return Release(np.asarray(theta[0], dtype=np.float64) * self.output_scale(data), info)
         if name == "exact":
             theta = self.draw_exact(data, epsilon, rng, 1)
             info = {"sampler": "exact", "acceptance": 1.0, "steps": 1}
         elif name == "gibbs":
             theta = self.draw_gibbs(data, epsilon, rng, 1)
             info = {"sampler": "gibbs", "acceptance": 1.0, "steps": self.gibbs_sweeps}
+        elif name == "gradient_map":
+            theta, acc, steps = self.draw_gradient_map(data, epsilon, rng, 1)
+            info = {"sampler": "gradient_map", "acceptance": float(acc[0]), "steps": int(steps[0])}
         else:
             theta, acc = self.draw_metropolis(data, epsilon, rng, 1)
             info = {"sampler": "metropolis", "acceptance": float(acc[0]), "steps": self.steps}
@@ -224,6 +270,9 @@ class Sampled(Mechanism):
     def draw_gibbs(self, data, epsilon, rng, size, sweeps=None):
         raise ValueError(f"sampler 'gibbs' is not available for {self!r}")
 
+    def draw_gradient_map(self, data, epsilon, rng, size, proposals=None):
+        raise ValueError(f"sampler 'gradient_map' is not available for {self!r}")
+
     def privacy_claim(self) -> Density:
         """The law of the release: :meth:`log_density`, on the mechanism's ``parameter_box(d)``
         where it defines one, else on the problem's."""
@@ -255,15 +304,35 @@ class GenericKNG(Sampled):
     gradient = None  # jitted gradient(theta, args, g), set by the problem's subclass
     hessian = None  # optional jitted hessian(theta, args, H), the Jacobian of ``gradient``
 
-    def __init__(self, *, norm="linf", **kw):
+    def __init__(self, *, norm="linf", proposals=GRADIENT_MAP_PROPOSALS, max_tries=10_000, **kw):
         self.norm = check_choice("norm", norm, NORMS)
+        self.proposals = check_int("proposals", proposals, 1)
+        self.max_tries = check_int("max_tries", max_tries, 1)
         super().__init__(**kw)
 
     def options(self) -> dict:
-        return {"norm": self.norm, **super().options()}
+        opts = {"norm": self.norm, **super().options()}
+        if "gradient_map" in self.available_samplers():
+            opts.update(proposals=self.proposals, max_tries=self.max_tries)
+        return opts
 
     def _energy(self):
         return kng_energy(type(self).gradient)
+
+    def draw_gradient_map(self, data, epsilon, rng, size, proposals=None):
+        """Final states, acceptance rates and proposal counts of ``size`` independent
+        gradient-map chains (:func:`~kngflow.kernels.gradient_map.gradient_map_chain`) of
+        ``proposals`` proposals each (default the ``proposals`` option), scaled units.
+
+        Needs the class's jitted ``hessian``.  Raises RuntimeError when a chain finds no
+        proposal inside ``Theta`` in ``max_tries`` (tiny data sets whose gradient's image
+        hardly meets the noise)."""
+        if "gradient_map" not in self.available_samplers():
+            return super().draw_gradient_map(data, epsilon, rng, size, proposals)
+        return gradient_map_draws(type(self).gradient, type(self).hessian, self.kernel_args(data),
+                                  self.rate(data, epsilon), self.norm, self.domain(data),
+                                  self.base_scale if self.base == "gaussian" else 0.0, rng, size,
+                                  int(proposals or self.proposals), self.max_tries)
 
     def _jacobian(self):
         cls = type(self)

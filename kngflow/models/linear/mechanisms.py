@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kngflow._jit import jit
+from kngflow.mechanisms.generic import GRADIENT_MAP_PROPOSALS, gradient_map_draws
 from kngflow.noise import knorm
 from kngflow.kernels.optimize import quadratic_l1_ball
 from kngflow.models.linear.problem import (
@@ -35,7 +37,28 @@ from kngflow.mechanisms.claims import Density, GradientNoise
 __all__ = ["NonPrivate", "KNG", "Exponential", "ObjectivePerturbation", "ExtendedObjectivePerturbation"]
 
 _NORMS = ("l1", "l2", "linf")
-_SAMPLERS = ("auto", "exact", "gibbs", "metropolis")
+_SAMPLERS = ("auto", "exact", "gibbs", "metropolis", "gradient_map")
+
+
+@jit
+def _residual_gradient(theta, args, g):
+    """``g = G theta - c`` (``args = (G, c)``): KNG's gradient ``2 (G theta - c)`` over 2."""
+    G, c = args
+    d = c.shape[0]
+    for i in range(d):
+        s = -c[i]
+        for k in range(d):
+            s += G[i, k] * theta[k]
+        g[i] = s
+
+
+@jit
+def _gram(theta, args, H):
+    """The Jacobian of :func:`_residual_gradient`: ``G``."""
+    G = args[0]
+    for i in range(G.shape[0]):
+        for k in range(G.shape[1]):
+            H[i, k] = G[i, k]
 
 
 def check_stats(stats) -> LinearStats:
@@ -123,8 +146,16 @@ class _Sampled(_Linear):
             "exact": ("exact",),
             "gibbs": ("gibbs",),
             "metropolis": ("metropolis",),
+            "gradient_map": ("gradient_map",),
         }[self.sampler]
         for name in order:
+            if name == "gradient_map":
+                if not well_conditioned(stats.G):
+                    raise RuntimeError(
+                        "the gradient-map sampler needs an invertible, well-conditioned G = X'X; use sampler='auto'"
+                    )
+                theta, acc, steps = self.draw_gradient_map(stats, epsilon, rng, 1)
+                return theta[0], {"sampler": "gradient_map", "acceptance": float(acc[0]), "steps": int(steps[0])}
             if name == "exact":
                 if not well_conditioned(stats.G):
                     if len(order) == 1:
@@ -217,23 +248,41 @@ class KNG(_Sampled):
     -------------------------
     norm : {"l1", "l2", "linf"}
     bound : float, the ℓ1 radius ``B`` of ``Theta``.
-    sampler : {"auto", "exact", "gibbs", "metropolis"}; "auto" tries exact draws (not
-        when ``G`` is singular or ill conditioned: they need ``G^{-1}``) and falls back
-        to exact Gibbs (ℓ1, ℓ∞) or Metropolis (ℓ2), which target the same law.
+    sampler : {"auto", "exact", "gibbs", "metropolis", "gradient_map"}; "auto" tries exact
+        draws (not when ``G`` is singular or ill conditioned: they need ``G^{-1}``) and
+        falls back to exact Gibbs (ℓ1, ℓ∞) or Metropolis (ℓ2), which target the same law.
+        "gradient_map" (opt in) runs the generic gradient-map sampler
+        (:func:`~kngflow.mechanisms.generic.gradient_map_draws`) on ``G theta - c`` and
+        its constant Hessian ``G``: every proposal inside ``Theta`` is accepted, so the
+        release (the last of ``proposals`` proposals inside ``Theta``, continuing up to
+        ``max_tries`` until one falls inside) has the exact sampler's law.
     steps : Metropolis sweeps (paper: 10 000); gibbs_sweeps : Gibbs sweeps;
     max_tries : exact-sampler tries before falling back.
     """
 
     kind = "kng"
 
-    def __init__(self, *, norm="linf", **kw):
+    def __init__(self, *, norm="linf", proposals=GRADIENT_MAP_PROPOSALS, **kw):
         self.norm = check_choice("norm", norm, _NORMS)
+        self.proposals = check_int("proposals", proposals, 1)
         super().__init__(**kw)
         self._kind = KNG_KINDS[self.norm]
         self._has_gibbs = self.norm != "l2"
 
     def options(self) -> dict:
-        return {"norm": self.norm, **super().options()}
+        opts = {"norm": self.norm, **super().options()}
+        if self.sampler == "gradient_map":
+            opts["proposals"] = self.proposals
+        return opts
+
+    def draw_gradient_map(self, stats, epsilon, rng, size, proposals=None):
+        """Final states (scaled units), acceptance rates and proposal counts of ``size``
+        gradient-map chains (start 0)."""
+        a = self._rate(stats.d, check_epsilon(epsilon))
+        G = np.ascontiguousarray(stats.G, dtype=np.float64)
+        c = np.ascontiguousarray(stats.c, dtype=np.float64)
+        return gradient_map_draws(_residual_gradient, _gram, (G, c), a, self.norm, (np.zeros(stats.d), self.bound),
+                                  0.0, rng, size, int(proposals or self.proposals), self.max_tries)
 
     def sensitivity(self, d: int) -> float:
         return gradient_sensitivity(self.norm, d, self.bound)
@@ -264,6 +313,11 @@ class Exponential(_Sampled):
     kind = "exponential"
     _kind = KIND_EXP
     _has_gibbs = True
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        if self.sampler == "gradient_map":
+            raise ValueError("sampler 'gradient_map' is for KNG; use 'auto', 'exact', 'gibbs' or 'metropolis'")
 
     def sensitivity(self, d: int) -> float:
         return loss_sensitivity(self.bound)

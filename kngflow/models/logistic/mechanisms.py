@@ -1,8 +1,10 @@
 """Logistic-regression mechanisms; sensitivities in :mod:`kngflow.models.logistic.problem`.
 
-KNG has no tractable exact sampler here: it runs the generic random-walk Metropolis
-kernel (:mod:`kngflow.kernels.generic`) along preconditioned directions, ``O(n m)`` per
-update.  Extended objective perturbation (Awan & Slavković, Algorithm 2) draws K-norm
+KNG runs the gradient-map sampler (:mod:`kngflow.kernels.gradient_map`: exact K-norm
+noise on the gradient, Newton's method back to ``beta``, independence Metropolis on
+``det H``), ``O(n m^2)`` per proposal; the generic random-walk Metropolis kernel
+(:mod:`kngflow.kernels.generic`) along preconditioned directions stays available
+(``sampler="metropolis"``), ``O(n m)`` per update.  Extended objective perturbation (Awan & Slavković, Algorithm 2) draws K-norm
 noise and solves a strongly convex problem by Newton's method.
 """
 
@@ -67,7 +69,8 @@ def _hessian(beta, args, H):
 
 
 class KNG(GenericKNG):
-    """KNG for logistic regression, by random-walk Metropolis along preconditioned directions.
+    """KNG for logistic regression, by the gradient map (default) or random-walk Metropolis
+    along preconditioned directions.
 
     Density on ``Theta = {||beta||_1 <= bound}`` (uniform base; default bound 10, which
     holds Algorithm 3's ``||beta*||_1 = 4``) or with a Gaussian base::
@@ -78,7 +81,20 @@ class KNG(GenericKNG):
     the utility ``-||grad l_n||_K`` has sensitivity ``Delta_K`` for every ``beta``.
     The chain starts at 0, data independent.
 
-    Sampler (``precondition=True``, the default): one-at-a-time random-walk Metropolis,
+    Default sampler (``sampler="auto"`` or ``"gradient_map"``): the loss is smooth and
+    strictly convex, so ``u = grad l_n(beta)`` has density ∝ ``exp(-eps/(2 Delta_K)
+    ||u||_K) / det H(beta(u))``; ``u`` is drawn as exact K-norm noise, ``beta(u)`` found by
+    Newton's method (warm-started at the chain's state) and accepted as an
+    independence-Metropolis proposal with probability ``min(1, det H(current) / det
+    H(proposed))`` inside ``Theta`` (:mod:`kngflow.kernels.gradient_map`); the first
+    proposal inside ``Theta`` starts the chain, ``proposals`` (default 50) proposals in
+    all (20 leave a visible start-up bias at n = 1000, ε = 1/4, where a quarter of them
+    are accepted).  At ``n = 10^6``, ``m = 7``, ε = 1 nearly every proposal is accepted and a
+    release costs about as much as extended objective perturbation's solve.  Where no
+    proposal falls inside ``Theta`` in ``max_tries`` (a handful of records), ``"auto"``
+    falls back to the Metropolis chain, which targets the same law.
+
+    Metropolis (``sampler="metropolis"``, ``precondition=True``): one-at-a-time random-walk Metropolis,
     even sweeps along the normalised columns of ``H^-1``, ``H = sum_i sigma'(x_i' beta)
     x_i x_i'`` the Hessian at the chain's state, odd sweeps along the axes; ``H`` is
     recomputed with the proposal scales every 20 sweeps of the burn-in and both are frozen
@@ -94,7 +110,7 @@ class KNG(GenericKNG):
     density above.
     """
 
-    samplers = ("metropolis",)
+    samplers = ("gradient_map", "metropolis")
     gradient = staticmethod(logistic_gradient)
     hessian = staticmethod(_hessian)
 

@@ -20,6 +20,7 @@ from kngflow.models.mean.problem import NORMS, MeanData, row_norms, gradient_sen
 from kngflow.kernels.truncnorm import truncnorm
 from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_rng
 from kngflow.mechanisms.claims import Density
+from kngflow.mechanisms.generic import GRADIENT_MAP_PROPOSALS, gradient_map_draws
 
 __all__ = ["NonPrivate", "KNG", "Exponential", "check_mean_data"]
 
@@ -57,6 +58,23 @@ class NonPrivate(Mechanism):
         return "NonPrivate()"
 
 
+@jit
+def _centred(theta, args, g):
+    """``g = theta - xbar`` (``args = (xbar,)``): KNG's gradient ``2n (theta - xbar)`` over ``2n``."""
+    xbar = args[0]
+    for j in range(theta.shape[0]):
+        g[j] = theta[j] - xbar[j]
+
+
+@jit
+def _identity(theta, args, H):
+    """The Jacobian of :func:`_centred`: the identity."""
+    d = theta.shape[0]
+    for a in range(d):
+        for b in range(d):
+            H[a, b] = 1.0 if a == b else 0.0
+
+
 class KNG(Mechanism):
     """KNG for the mean = the K-norm mechanism (Hardt–Talwar), exact.
 
@@ -66,20 +84,38 @@ class KNG(Mechanism):
     rate ``eps / (2 Delta)`` times ``2n``, ``Delta = 4 r c_K``).  ε-DP because
     ``||xbar - xbar'||_K <= 2 r c_K / n`` (:mod:`kngflow.models.mean.problem`).
 
-    Keyword-only options: ``norm`` in {"l1", "l2", "linf"}; ``location_family`` (bool).
+    Keyword-only options: ``norm`` in {"l1", "l2", "linf"}; ``location_family`` (bool);
+    ``sampler`` in {"auto", "exact", "gradient_map"} ("auto" = "exact"): "gradient_map" (opt in) runs the generic
+    gradient-map sampler (:func:`~kngflow.mechanisms.generic.gradient_map_draws`) on the
+    gradient ``theta - xbar`` (KNG's over ``2n``) and its constant Hessian: every proposal
+    is accepted and the release has the same law as the exact draw (``proposals``
+    proposals, the last one released).
     """
 
     kind = "kng"
     diagnostics = SAMPLER_DIAGNOSTICS
 
-    def __init__(self, *, norm="linf", location_family=True):
+    def __init__(self, *, norm="linf", location_family=True, sampler="exact", proposals=GRADIENT_MAP_PROPOSALS):
         self.norm = check_choice("norm", norm, NORMS)
         if not isinstance(location_family, bool):
             raise TypeError(f"location_family must be true or false, got {location_family!r}")
         self.location_family = location_family
+        self.sampler = check_choice("sampler", sampler, ("auto", "exact", "gradient_map"))
+        self.proposals = check_int("proposals", proposals, 1)
 
     def __repr__(self) -> str:
-        return f"KNG(norm={self.norm!r}, location_family={self.location_family})"
+        if self.sampler != "gradient_map":
+            return f"KNG(norm={self.norm!r}, location_family={self.location_family})"
+        return (f"KNG(norm={self.norm!r}, location_family={self.location_family}, sampler={self.sampler!r}, "
+                f"proposals={self.proposals})")
+
+    def draw_gradient_map(self, data, epsilon, rng, size, proposals=None):
+        """Final states, acceptance rates and proposal counts of ``size`` gradient-map chains
+        (start 0, ``Theta = R^d``)."""
+        data = check_mean_data(data)
+        return gradient_map_draws(_centred, _identity, (data.xbar,), self.rate(data, epsilon), self.norm,
+                                  (np.zeros(data.d), np.inf), 0.0, check_rng(rng), size,
+                                  int(proposals or self.proposals), 1)
 
     def rate(self, data, epsilon) -> float:
         """``a``: the density is ``exp(-a ||xbar - theta||_K)``."""
@@ -89,6 +125,9 @@ class KNG(Mechanism):
 
     def release(self, data, epsilon, rng) -> Release:
         data = check_mean_data(data)
+        if self.sampler == "gradient_map":
+            theta, acc, steps = self.draw_gradient_map(data, epsilon, rng, 1)
+            return Release(theta[0], {"sampler": "gradient_map", "acceptance": float(acc[0]), "steps": int(steps[0])})
         a = self.rate(data, epsilon)
         w = knorm(check_rng(rng), self.norm, data.d, 1.0 / a)
         return Release(data.xbar + w, {"sampler": "exact", "acceptance": 1.0, "steps": 1})

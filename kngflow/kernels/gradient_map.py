@@ -1,0 +1,316 @@
+"""The gradient-map sampler for KNG with a smooth, strictly convex loss.
+
+KNG's density on ``Theta`` is ``f(theta) ∝ exp(-a ||grad L(theta)||_K) base(theta)``.  When
+``L`` is smooth and strictly convex, ``theta -> u = grad L(theta)`` is a bijection of
+``R^d`` onto its image with Jacobian ``H(theta) = hess L(theta)``, so the law of ``u`` is
+
+    ∝ exp(-a ||u||_K) base(theta(u)) / det H(theta(u))   on grad L(Theta).
+
+:func:`gradient_map_chain` draws ``u`` exactly as K-norm noise (scale ``1/a``,
+:mod:`kngflow.noise`), solves ``grad L(theta) = u`` by Newton's method warm-started at the
+chain's state (the objective-perturbation solve without the ridge), and uses the root as
+an independence-Metropolis proposal: its density is ``exp(-a ||grad L(theta)||_K) det
+H(theta)`` (change of variables), so the target-to-proposal ratio is ``base(theta) /
+det H(theta)`` and the proposal is accepted with probability
+
+    min(1, base(theta') det H(theta) / (base(theta) det H(theta')))
+
+when ``theta'`` is in ``Theta``; it is rejected when it leaves ``Theta`` or the solve fails
+(``u`` outside the image of the gradient, a non-positive-definite Hessian, no
+convergence).  The chain has no data-dependent start: its state is the first proposal
+inside ``Theta`` (always accepted; the Newton start of that first solve is the
+data-independent ``center``); after it, independence-Metropolis steps follow until
+``proposals`` proposals have been made in all.  With a constant Hessian (quadratic loss:
+linear regression, the mean) every proposal inside ``Theta`` is accepted, so the state is
+the last proposal inside ``Theta``: an exact draw of the target, as soon as one proposal
+falls inside.  At large ``n``, ``det H`` hardly varies over the target's spread and nearly
+every proposal is accepted.
+
+Newton's method: the step ``-H^-1 r``, ``r = grad L(theta) - u``, through a Cholesky factor
+of ``H``; the Hessian is kept between iterations (a chord step, one gradient per
+iteration) while the residual's ℓ2 norm contracts at least fourfold, and recomputed
+otherwise; a step that does not decrease ``||r||_2`` (Armijo, on the merit function
+``||r||^2 / 2``, for which the Newton step is a descent direction) is first retried with a
+fresh Hessian, then halved.  Converged when a step is below ``XTOL (1 + ||theta||_inf)``
+in ℓ∞ (``XTOL = 1e-10``: far below the target's spread at every ``n``), or when the
+residual can no longer be decreased and the step is below ``1e-7 (1 + ||theta||_inf)``
+(rounding of the summed gradient).  The root is unique (strict convexity), so a
+converged solve does not depend on its start.  The Hessian at the root gives
+``log det H`` and the next solve's first factor.
+
+The kernel is specialised on the problem's jitted ``gradient(theta, args, g)`` and
+``hessian(theta, args, H)`` (``cache=False``, compiled once per process and problem, as
+:mod:`kngflow.kernels.generic`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from kngflow._jit import jit
+from kngflow.noise import draw_l1_into, draw_l2_into, draw_linf_into
+
+__all__ = ["gradient_map_chain", "cholesky_logdet", "XTOL", "MAX_ITER"]
+
+#: Newton's step tolerance, relative to ``1 + ||theta||_inf``
+XTOL = 1e-10
+#: Newton iterations per solve before it counts as failed
+MAX_ITER = 60
+#: Armijo constant of the backtracking on ``||r||_2``
+_ARMIJO = 1e-4
+
+
+@jit
+def cholesky_logdet(H, L):
+    """Lower Cholesky factor of the symmetric ``H`` into ``L``; returns ``log det H``, or
+    ``nan`` when ``H`` is not (numerically) positive definite or not finite."""
+    d = H.shape[0]
+    logdet = 0.0
+    for j in range(d):
+        s = H[j, j]
+        for k in range(j):
+            s -= L[j, k] * L[j, k]
+        if not (s > 0.0 and math.isfinite(s)):
+            return math.nan
+        ljj = math.sqrt(s)
+        L[j, j] = ljj
+        logdet += 2.0 * math.log(ljj)
+        for i in range(j + 1, d):
+            t = H[i, j]
+            for k in range(j):
+                t -= L[i, k] * L[j, k]
+            L[i, j] = t / ljj
+        for i in range(j):
+            L[i, j] = 0.0
+    return logdet
+
+
+@jit
+def _chol_solve(L, r, out):
+    """``out = -(L L')^-1 r``."""
+    d = r.shape[0]
+    for i in range(d):
+        s = r[i]
+        for k in range(i):
+            s -= L[i, k] * out[k]
+        out[i] = s / L[i, i]
+    for i in range(d - 1, -1, -1):
+        s = out[i]
+        for k in range(i + 1, d):
+            s -= L[k, i] * out[k]
+        out[i] = s / L[i, i]
+    for i in range(d):
+        out[i] = -out[i]
+
+
+@jit
+def _residual(g, u, r):
+    """``r = g - u``; returns ``||r||_2`` (``inf`` if not finite)."""
+    s = 0.0
+    for i in range(g.shape[0]):
+        r[i] = g[i] - u[i]
+        s += r[i] * r[i]
+    return math.sqrt(s) if math.isfinite(s) else math.inf
+
+
+@jit
+def _inf_norm(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s = max(s, abs(x[i]))
+    return s
+
+
+@jit(cache=False)
+def _solve(gradient, hessian, args, u, x, L, H, g, r, step, xn, rn_vec, max_iter):
+    """Solve ``gradient(x) = u`` in place from ``x``, ``L`` the Cholesky factor of the Hessian
+    at ``x``.  On success returns ``log det H`` at the root (``x``), with ``L`` its factor;
+    on failure returns ``nan`` (``x`` and ``L`` are then scratch)."""
+    d = x.shape[0]
+    gradient(x, args, g)
+    rn = _residual(g, u, r)
+    if not math.isfinite(rn):
+        return math.nan
+    fresh = True  # L is the Hessian at x
+    converged = False
+    for _ in range(max_iter):
+        if rn == 0.0:
+            converged = True
+            break
+        _chol_solve(L, r, step)
+        size = _inf_norm(step)
+        scale = 1.0 + _inf_norm(x)
+        if not math.isfinite(size):
+            return math.nan
+        if size <= XTOL * scale:
+            for i in range(d):
+                x[i] += step[i]
+            converged = True
+            break
+        t = 1.0
+        moved = False
+        while True:
+            for i in range(d):
+                xn[i] = x[i] + t * step[i]
+            gradient(xn, args, g)
+            rn_new = _residual(g, u, rn_vec)
+            if rn_new <= (1.0 - _ARMIJO * t) * rn:
+                moved = True
+                break
+            if not fresh:  # a chord step from a stale Hessian: refresh it and retry
+                hessian(x, args, H)
+                if math.isnan(cholesky_logdet(H, L)):
+                    return math.nan
+                fresh = True
+                _chol_solve(L, r, step)
+                size = _inf_norm(step)
+                if not math.isfinite(size):
+                    return math.nan
+                if size <= XTOL * scale:
+                    for i in range(d):
+                        x[i] += step[i]
+                    moved = False
+                    break
+                t = 1.0
+                continue
+            t *= 0.5
+            if t < 1e-10:
+                break
+        if not moved:
+            if size <= 1e-7 * scale:  # converged on the refreshed step, or the residual
+                converged = True  # is at the rounding of the summed gradient
+                break
+            return math.nan
+        contracted = rn_new <= 0.25 * rn
+        for i in range(d):
+            x[i] = xn[i]
+            r[i] = rn_vec[i]
+        rn = rn_new
+        if contracted:
+            fresh = False  # keep the factor: a chord step next
+        else:
+            hessian(x, args, H)
+            if math.isnan(cholesky_logdet(H, L)):
+                return math.nan
+            fresh = True
+    if not converged:
+        return math.nan
+    for i in range(d):
+        if not math.isfinite(x[i]):
+            return math.nan
+    hessian(x, args, H)
+    return cholesky_logdet(H, L)
+
+
+@jit
+def _draw_u(rng, code, scale, u):
+    if code == 0:
+        draw_l1_into(rng, scale, u)
+    elif code == 1:
+        draw_l2_into(rng, scale, u)
+    else:
+        draw_linf_into(rng, scale, u)
+
+
+@jit(cache=False)
+def gradient_map_chain(gradient, hessian, rng, args, a, code, center, B, base_scale, proposals, max_tries, max_iter,
+                       out, acc_out, steps_out):
+    """Run ``out.shape[0]`` independent gradient-map chains (see the module docstring).
+
+    Parameters
+    ----------
+    gradient, hessian : the problem's jitted ``gradient(theta, args, g)`` and
+        ``hessian(theta, args, H)`` (the Jacobian of ``gradient``, symmetric positive definite).
+    rng : numpy.random.Generator
+    args : the tuple passed through to ``gradient`` and ``hessian``.
+    a : float, the rate (the density is ``exp(-a ||gradient||_K)``); ``u`` has scale ``1/a``.
+    code : norm code (0 ℓ1, 1 ℓ2, 2 ℓ∞; :data:`kngflow.kernels.generic.NORM_CODES`).
+    center : (d,) float64, the base measure's centre and the first solve's Newton start.
+    B : float, ℓ1 radius of ``Theta`` around ``center`` (``inf``: ``R^d``); ignored when
+        ``base_scale > 0`` (Gaussian base ``N(center, base_scale^2 I)`` on ``R^d``).
+    proposals : int >= 1, proposals per chain (more while none has fallen inside ``Theta``).
+    max_tries : int, proposals allowed before the first one inside ``Theta``.
+    max_iter : Newton iterations per solve.
+    out : (chains, d) final states; acc_out : (chains,) accepted fraction of all
+        proposals (the first accepted one included); steps_out : (chains,) int64
+        proposals made.
+
+    Returns 0, or -1 when a chain found no proposal inside ``Theta`` in ``max_tries``
+    (its row of ``out`` is then undefined).
+    """
+    d = center.shape[0]
+    gauss = base_scale > 0.0
+    inv2s2 = 0.5 / (base_scale * base_scale) if gauss else 0.0
+    u = np.empty(d)
+    x = np.empty(d)
+    theta = np.empty(d)
+    L = np.empty((d, d))
+    Lcur = np.empty((d, d))
+    H = np.empty((d, d))
+    g = np.empty(d)
+    r = np.empty(d)
+    step = np.empty(d)
+    xn = np.empty(d)
+    rn = np.empty(d)
+    L0 = np.empty((d, d))
+    hessian(center, args, H)
+    ok0 = not math.isnan(cholesky_logdet(H, L0))
+    if not ok0:  # no usable Hessian at the centre: start Newton on the identity
+        for i in range(d):
+            for k in range(d):
+                L0[i, k] = 1.0 if i == k else 0.0
+    status = 0
+    for ch in range(out.shape[0]):
+        for i in range(d):
+            theta[i] = center[i]
+            for k in range(d):
+                Lcur[i, k] = L0[i, k]
+        have = False
+        logw = 0.0
+        made = 0
+        accepted = 0
+        while True:
+            if have and made >= proposals:
+                break
+            if not have and made >= max_tries:
+                status = -1
+                break
+            made += 1
+            _draw_u(rng, code, 1.0 / a, u)
+            for i in range(d):
+                x[i] = theta[i]
+                for k in range(d):
+                    L[i, k] = Lcur[i, k]
+            logdet = _solve(gradient, hessian, args, u, x, L, H, g, r, step, xn, rn, max_iter)
+            if math.isnan(logdet):
+                continue
+            s = 0.0
+            if gauss:
+                for i in range(d):
+                    t = x[i] - center[i]
+                    s += t * t
+                logbase = -s * inv2s2
+            else:
+                for i in range(d):
+                    s += abs(x[i] - center[i])
+                if not s <= B:
+                    continue
+                logbase = 0.0
+            logw_new = logbase - logdet
+            if have:
+                la = logw_new - logw
+                if la < 0.0 and not math.log(rng.random()) < la:
+                    continue
+            have = True
+            accepted += 1
+            logw = logw_new
+            for i in range(d):
+                theta[i] = x[i]
+                for k in range(d):
+                    Lcur[i, k] = L[i, k]
+        out[ch, :] = theta
+        acc_out[ch] = accepted / made
+        steps_out[ch] = made
+    return status

@@ -1,0 +1,176 @@
+"""The gradient-map sampler (kngflow.kernels.gradient_map) for KNG with a smooth, strictly convex loss.
+
+* linear regression and the mean (constant Hessian): every proposal is accepted and the
+  law is the exact samplers' (two-sample KS per coordinate), a run at 2ε is caught;
+* logistic regression at n = 10^4, m = 2: the default (gradient-map) release has the law
+  of the preconditioned Metropolis chain run 100 times longer (5000 sweeps against 50
+  proposals), the gradient map at 2ε is caught;
+* the Newton solve inverts the gradient; the policy: logistic KNG's default is the
+  gradient map, geometric-median / linear / mean defaults are unchanged; options.
+
+Thresholds: each KS check fails wrongly with probability ``P_REJECT = 1e-6``, at most 12
+checks here, so a false failure is rarer than 1e-4 (the Metropolis reference is an
+approximation, run long enough that its bias is far below the tests' resolution).  Every
+statistical check has a control run at 2ε that must fail the same check.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from kngflow.kernels import SAMPLER_CODES
+from kngflow.kernels.gradient_map import cholesky_logdet
+from kngflow.mechanisms import get_mechanism
+from kngflow.models.geomedian.mechanisms import geomedian_hessian
+from kngflow.models.geomedian.problem import geomedian_gradient
+from kngflow.models.logistic.problem import logistic_gradient
+from kngflow.problems import get_problem
+
+P_REJECT = 1e-6
+
+
+def ks_min(a, b):
+    return min(stats.ks_2samp(a[:, j], b[:, j]).pvalue for j in range(a.shape[1]))
+
+
+def test_sampler_code_added_without_renumbering():
+    assert SAMPLER_CODES == {"none": 0, "exact": 1, "gibbs": 2, "metropolis": 3, "gradient_map": 4}
+
+
+def test_cholesky_logdet():
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((4, 4))
+    H = A @ A.T + 0.1 * np.eye(4)
+    L = np.empty((4, 4))
+    assert cholesky_logdet(H, L) == pytest.approx(np.linalg.slogdet(H)[1], rel=1e-12)
+    np.testing.assert_allclose(L @ L.T, H, rtol=1e-12, atol=1e-12)
+    assert np.isnan(cholesky_logdet(-H, L))
+
+
+def test_newton_inverts_the_gradient():
+    """Proposals are roots: with one proposal per chain the state is ``theta(u)``, and the
+    gradient there is the K-norm draw ``u``: ``||u||_inf ~ Gamma(m, 1/a)``."""
+    p = get_problem("logistic", beta=[0.5, -1.0])
+    data = p.simulate(10_000, np.random.default_rng(1))
+    mech = get_mechanism("logistic", "kng")
+    out, acc, steps = mech.draw_gradient_map(data, 1.0, np.random.default_rng(2), 300, proposals=1)
+    assert np.all(steps == 1) and np.all(acc == 1.0)
+    g = np.empty(2)
+    sup = []
+    for th in out:
+        logistic_gradient(th, (data.X, data.y), g)
+        sup.append(np.abs(g).max())
+    # 1/a = 4: ||u||_inf ~ Gamma(2, 4) (Theta holds the whole target here)
+    assert stats.kstest(np.array(sup), stats.gamma(2, scale=4.0).cdf).pvalue > P_REJECT
+    assert stats.kstest(np.array(sup), stats.gamma(2, scale=2.0).cdf).pvalue < P_REJECT  # the law at 2 epsilon
+
+
+def test_geomedian_hessian_is_the_jacobian():
+    X = np.random.default_rng(3).standard_normal((50, 3))
+    theta = np.array([0.1, -0.2, 0.3])
+    H = np.empty((3, 3))
+    geomedian_hessian(theta, (X,), H)
+    num = np.empty((3, 3))
+    gp, gm = np.empty(3), np.empty(3)
+    for j in range(3):
+        e = np.zeros(3)
+        e[j] = 1e-6
+        geomedian_gradient(theta + e, (X,), gp)
+        geomedian_gradient(theta - e, (X,), gm)
+        num[:, j] = (gp - gm) / 2e-6
+    np.testing.assert_allclose(H, num, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("norm", ["l1", "l2", "linf"])
+def test_linear_gradient_map_is_the_exact_sampler(norm):
+    """d = 3, n = 5000: Theta = {||theta||_1 <= 1} holds the whole target (the exact
+    sampler needs one try per draw), so every proposal is accepted."""
+    p = get_problem("linear", d=3, theta_star=[0.2, -0.3, 0.1])
+    stats_ = p.simulate(5000, np.random.default_rng(4))
+    mech = get_mechanism("linear", "kng", norm=norm, sampler="gradient_map", proposals=5)
+    exact, tries = mech.draw_exact(stats_, 1.0, np.random.default_rng(5), 3000)
+    assert tries == 3000
+    gm, acc, steps = mech.draw_gradient_map(stats_, 1.0, np.random.default_rng(6), 3000)
+    assert np.all(acc == 1.0) and np.all(steps == 5)
+    assert ks_min(gm, exact) > P_REJECT
+    wrong, _, _ = mech.draw_gradient_map(stats_, 2.0, np.random.default_rng(6), 3000)
+    assert ks_min(wrong, exact) < P_REJECT
+    rel = mech.release(stats_, 1.0, np.random.default_rng(7))
+    assert rel.info == {"sampler": "gradient_map", "acceptance": 1.0, "steps": 5}
+
+
+@pytest.mark.parametrize("norm", ["l1", "l2", "linf"])
+def test_mean_gradient_map_is_the_exact_sampler(norm):
+    p = get_problem("mean", d=3)
+    data = p.simulate(500, np.random.default_rng(8))
+    exact_mech = get_mechanism("mean", "kng", norm=norm)
+    mech = get_mechanism("mean", "kng", norm=norm, sampler="gradient_map")
+    exact = np.array([exact_mech.release(data, 1.0, np.random.default_rng([9, i])).estimate for i in range(3000)])
+    gm, acc, steps = mech.draw_gradient_map(data, 1.0, np.random.default_rng(10), 3000)
+    assert np.all(acc == 1.0) and np.all(steps == mech.proposals)
+    assert ks_min(gm, exact) > P_REJECT
+    wrong, _, _ = mech.draw_gradient_map(data, 2.0, np.random.default_rng(10), 3000)
+    assert ks_min(wrong, exact) < P_REJECT
+    rel = mech.release(data, 1.0, np.random.default_rng(11))
+    assert rel.info["sampler"] == "gradient_map" and rel.info["acceptance"] == 1.0
+
+
+@pytest.mark.slow
+def test_logistic_gradient_map_matches_long_metropolis():
+    """n = 10^4, m = 2, ε = 1, ℓ∞: 2000 default releases (50 proposals each) against 300
+    preconditioned Metropolis chains of 5000 sweeps (100 times longer; about 5 min on a shared core)."""
+    p = get_problem("logistic", beta=[0.5, -1.0])
+    data = p.simulate(10_000, np.random.default_rng(12))
+    mech = get_mechanism("logistic", "kng")
+    assert mech.proposals == 50
+    ref_mech = get_mechanism("logistic", "kng", sampler="metropolis", steps=100 * mech.proposals)
+    ref, _ = ref_mech.draw_metropolis(data, 1.0, np.random.default_rng(13), 300)
+    gm, acc, steps = mech.draw_gradient_map(data, 1.0, np.random.default_rng(14), 2000)
+    assert acc.mean() > 0.95 and np.all(steps == 50)
+    print("KS p", ks_min(gm, ref), "acceptance", acc.mean())
+    assert ks_min(gm, ref) > P_REJECT
+    wrong, _, _ = mech.draw_gradient_map(data, 2.0, np.random.default_rng(14), 2000)
+    print("control KS p", ks_min(wrong, ref))
+    assert ks_min(wrong, ref) < P_REJECT
+
+
+def test_defaults():
+    """Logistic KNG releases by the gradient map by default, Metropolis on request; the
+    other models keep their defaults and take the gradient map only when asked."""
+    p = get_problem("logistic", beta=[0.5, -1.0])
+    data = p.simulate(2000, np.random.default_rng(15))
+    rel = get_mechanism("logistic", "kng").release(data, 1.0, np.random.default_rng(16))
+    assert rel.info["sampler"] == "gradient_map" and rel.info["steps"] == 50 and 0 < rel.info["acceptance"] <= 1
+    rel = get_mechanism("logistic", "kng", sampler="metropolis", steps=20).release(data, 1.0, np.random.default_rng(16))
+    assert rel.info["sampler"] == "metropolis"
+    g = get_problem("geomedian")
+    gd = g.simulate(200, np.random.default_rng(17))
+    assert get_mechanism("geomedian", "kng", steps=20).release(gd, 1.0, np.random.default_rng(0)).info["sampler"] \
+        == "metropolis"
+    rel = get_mechanism("geomedian", "kng", sampler="gradient_map").release(gd, 1.0, np.random.default_rng(0))
+    assert rel.info["sampler"] == "gradient_map" and np.abs(rel.estimate).sum() <= 1.0
+    assert get_mechanism("mean", "kng").release(get_problem("mean").simulate(50, np.random.default_rng(0)), 1.0,
+                                                np.random.default_rng(0)).info["sampler"] == "exact"
+    lin = get_problem("linear", d=2, theta_star=[0.2, -0.3]).simulate(500, np.random.default_rng(0))
+    assert get_mechanism("linear", "kng").release(lin, 1.0, np.random.default_rng(0)).info["sampler"] == "exact"
+    with pytest.raises(ValueError, match="gradient_map"):
+        get_mechanism("linear", "exponential", sampler="gradient_map")
+    with pytest.raises(ValueError, match="sampler"):
+        get_mechanism("quantreg", "kng", sampler="gradient_map")
+    with pytest.raises(ValueError, match="proposals"):
+        get_mechanism("logistic", "kng", proposals=0)
+
+
+def test_tiny_data_fall_back_to_metropolis():
+    """Four separated records: the gradient's image is small, no proposal falls inside
+    Theta in max_tries; "auto" hands over to Metropolis, "gradient_map" raises."""
+    from kngflow.models.logistic.problem import logistic_data
+
+    data = logistic_data([[1.0, 0.5], [-1.0, -0.5], [0.5, 1.0], [-0.5, -1.0]], [1, 0, 1, 0])
+    rel = get_mechanism("logistic", "kng", steps=50, max_tries=3).release(data, 0.01, np.random.default_rng(0))
+    assert rel.info["sampler"] == "metropolis" and np.abs(rel.estimate).sum() <= 10.0 + 1e-12
+    with pytest.raises(RuntimeError, match="max_tries"):
+        get_mechanism("logistic", "kng", sampler="gradient_map", max_tries=3).release(data, 0.01,
+                                                                                     np.random.default_rng(0))
