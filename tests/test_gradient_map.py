@@ -117,23 +117,30 @@ def test_mean_gradient_map_is_the_exact_sampler(norm):
     assert rel.info["sampler"] == "gradient_map" and rel.info["acceptance"] == 1.0
 
 
-@pytest.mark.slow
-def test_logistic_gradient_map_matches_long_metropolis():
-    """n = 10^4, m = 2, ε = 1, ℓ∞: 2000 default releases (50 proposals each) against 300
-    preconditioned Metropolis chains of 5000 sweeps (100 times longer; about 5 min on a shared core)."""
+def test_logistic_gradient_map_matches_the_grid_density():
+    """n = 10^4, m = 2, ε = 1, ℓ∞: 1500 default releases (50 proposals each) against the KNG
+    density normalised on a 401 x 401 grid (exact up to discretisation; the grid's edges
+    carry < 1e-9 of the mass), one-sample KS per coordinate; the same sampler at 2ε fails.
+    (The grid is a stricter reference than a 100 times longer Metropolis chain, and cheaper.)"""
     p = get_problem("logistic", beta=[0.5, -1.0])
     data = p.simulate(10_000, np.random.default_rng(12))
     mech = get_mechanism("logistic", "kng")
     assert mech.proposals == 50
-    ref_mech = get_mechanism("logistic", "kng", sampler="metropolis", steps=100 * mech.proposals)
-    ref, _ = ref_mech.draw_metropolis(data, 1.0, np.random.default_rng(13), 300)
-    gm, acc, steps = mech.draw_gradient_map(data, 1.0, np.random.default_rng(14), 2000)
+    gm, acc, steps = mech.draw_gradient_map(data, 1.0, np.random.default_rng(14), 1500)
     assert acc.mean() > 0.95 and np.all(steps == 50)
-    print("KS p", ks_min(gm, ref), "acceptance", acc.mean())
-    assert ks_min(gm, ref) > P_REJECT
-    wrong, _, _ = mech.draw_gradient_map(data, 2.0, np.random.default_rng(14), 2000)
-    print("control KS p", ks_min(wrong, ref))
-    assert ks_min(wrong, ref) < P_REJECT
+    centre, half = np.median(gm, axis=0), 12 * gm.std(axis=0)
+    axes = [np.linspace(centre[j] - half[j], centre[j] + half[j], 401) for j in range(2)]
+    density = np.exp(mech.log_density(data, 1.0, np.stack(np.meshgrid(*axes, indexing="ij"), -1)))
+    density /= density.sum()
+    assert max(density[0].sum(), density[-1].sum(), density[:, 0].sum(), density[:, -1].sum()) < 1e-9
+
+    def ks(draws):
+        cdfs = [np.cumsum(density.sum(axis=1 - j)) for j in range(2)]
+        return min(stats.kstest(draws[:, j], lambda x, j=j: np.interp(x, axes[j], cdfs[j])).pvalue for j in range(2))
+
+    assert ks(gm) > P_REJECT
+    wrong, _, _ = mech.draw_gradient_map(data, 2.0, np.random.default_rng(14), 1500)
+    assert ks(wrong) < P_REJECT
 
 
 def test_defaults():
