@@ -214,7 +214,7 @@ def _wait_done(proc, store, timeout=120) -> int:
     pytest.fail(f"the run wrote no cell in time (exit {proc.returncode}): {proc.err.read_text()}")
 
 
-def _ended(proc, timeout=120):
+def _ended(proc, timeout=300):
     try:
         out, _ = proc.communicate(timeout=timeout)
     finally:

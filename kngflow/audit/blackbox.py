@@ -38,6 +38,7 @@ and the wall time of the call, one at a time.
 from __future__ import annotations
 
 import time
+import zlib
 
 import numpy as np
 from scipy import stats as sps
@@ -57,7 +58,7 @@ DRAWS = 100_000
 EVENTS = 4
 #: Releases drawn on one side before switching to the other.
 BATCH = 500
-_SAMPLER_CODES = {"none": 0.0, "exact": 1.0, "gibbs": 2.0, "metropolis": 3.0}
+
 
 
 def clopper_pearson(k: np.ndarray, n: int, level: float) -> tuple[np.ndarray, np.ndarray]:
@@ -98,7 +99,7 @@ def _pilot_size(draws: int, pilot: int | None) -> int:
 
 def _releases(mechanism, data, epsilon, rng, size):
     """``size`` releases on ``data``: estimates (size, d) and the other outputs as a dict of
-    float arrays (``info`` fields, ``sampler`` as its code, wall time as ``seconds``)."""
+    float arrays (``info`` fields, a text value as a stable number, wall time as ``seconds``)."""
     est, side = [], {}
     for _ in range(size):
         t = time.perf_counter()
@@ -106,7 +107,7 @@ def _releases(mechanism, data, epsilon, rng, size):
         dt = time.perf_counter() - t
         est.append(np.concatenate([np.ravel(v) for v in rel.record().values()]))
         for k, v in rel.diagnostics().items():
-            side.setdefault(k, []).append(_SAMPLER_CODES.get(v, np.nan) if isinstance(v, str) else float(v))
+            side.setdefault(k, []).append(float(zlib.crc32(v.encode())) if isinstance(v, str) else float(v))
         side.setdefault("seconds", []).append(dt)
     return np.array(est, dtype=float).reshape(size, -1), {k: np.array(v) for k, v in side.items()}
 
