@@ -162,7 +162,7 @@ def _trial_release(mechanism, kind, problem, name, pair, boundary, fill, epsilon
     coefficients.  Its stream is its own; the audits' are not touched."""
     import numpy as np
 
-    from kngflow.mechanisms import Release
+    from kngflow.mechanisms.base import release_problem
 
     d = int(problem.d)
     if pair is not None:
@@ -182,13 +182,9 @@ def _trial_release(mechanism, kind, problem, name, pair, boundary, fill, epsilon
     except Exception as exc:  # noqa: BLE001 - the mechanism's failure, named
         raise _BadInput(f"{where}: release failed on an audit data set of {len(rows)} records (epsilon={epsilon:g}): "
                         f"{_failure(exc)}") from None
-    if not isinstance(rel, Release):
-        raise _BadInput(f"{where}: release must return kngflow.mechanisms.Release(estimate, info), "
-                        f"got {type(rel).__name__}")
-    shape = np.shape(rel.estimate)
-    if shape != (d,):
-        raise _BadInput(f"{where}: release returned an estimate of shape {shape}; the problem has d={d} "
-                        f"coefficients, so it must have shape ({d},)")
+    why = release_problem(rel, d)
+    if why:
+        raise _BadInput(f"{where}: {why}")
 
 
 def run(args) -> int:

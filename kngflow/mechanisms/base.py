@@ -22,8 +22,8 @@ import numpy as np
 
 from kngflow.mechanisms.claims import BlackBox, PrivacyClaim
 
-__all__ = ["Mechanism", "Release", "Diagnostic", "SAMPLER_DIAGNOSTICS", "check_mechanism_class", "check_epsilon",
-           "check_rng", "check_positive", "check_probability", "check_choice", "check_int"]
+__all__ = ["Mechanism", "Release", "Diagnostic", "SAMPLER_DIAGNOSTICS", "check_mechanism_class", "release_problem",
+           "check_epsilon", "check_rng", "check_positive", "check_probability", "check_choice", "check_int"]
 
 
 class Release(NamedTuple):
@@ -153,6 +153,17 @@ class Mechanism:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+def release_problem(rel, d: int) -> str | None:
+    """Why ``rel`` is not a usable release for a problem with ``d`` coefficients (None: it is)."""
+    if not isinstance(rel, Release):
+        return f"release must return kngflow.mechanisms.Release(estimate, info), got {type(rel).__name__}"
+    shape = np.shape(rel.estimate)
+    if shape != (d,):
+        return (f"release returned an estimate of shape {shape}; the problem has d={d} coefficients, "
+                f"so it must have shape ({d},)")
+    return None
 
 
 def check_mechanism_class(cls, name: str | None = None) -> type:

@@ -211,7 +211,7 @@ def preflight(spec: Spec) -> None:
     plugins = plugin_classes(spec)
     if not plugins:
         return
-    from kngflow.mechanisms import Release
+    from kngflow.mechanisms.base import release_problem
 
     problem, mechanisms = spec.problem(), spec.build_mechanisms()
     n, eps, d = int(min(spec.n)), float(spec.epsilon[0]), int(problem.d)
@@ -230,13 +230,9 @@ def preflight(spec: Spec) -> None:
         except Exception as exc:  # noqa: BLE001 - the plug-in's failure, named
             raise PluginFailure(f"{where}: release failed on a trial data set (n={n}, epsilon={eps:g}): "
                                 f"{_message(exc)}") from None
-        if not isinstance(rel, Release):
-            raise PluginFailure(f"{where}: release must return kngflow.mechanisms.Release(estimate, info), "
-                                f"got {type(rel).__name__}")
-        shape = np.shape(rel.estimate)
-        if shape != (d,):
-            raise PluginFailure(f"{where}: release returned an estimate of shape {shape}; the problem has d={d} "
-                                f"coefficients, so it must have shape ({d},)")
+        why = release_problem(rel, d)
+        if why:
+            raise PluginFailure(f"{where}: {why}")
         try:
             [dg.value(rel.info) for dg in type(mech).diagnostics]
             float(problem.error(np.asarray(rel.estimate, dtype=np.float64)))
