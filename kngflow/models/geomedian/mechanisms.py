@@ -12,8 +12,7 @@ import numpy as np
 
 from kngflow._jit import jit
 from kngflow.models.geomedian.problem import GeoMedianData, geomedian_gradient, gradient_sensitivity, weiszfeld
-from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_epsilon, check_rng
-from kngflow.mechanisms.generic import GenericKNG
+from kngflow.mechanisms.generic import GenericKNG, NonPrivateBase
 
 __all__ = ["NonPrivate", "KNG", "check_geomedian_data"]
 
@@ -33,20 +32,16 @@ def check_geomedian_data(data) -> GeoMedianData:
     return data
 
 
-class NonPrivate(Mechanism):
+class NonPrivate(NonPrivateBase):
     """The sample geometric median (Weiszfeld with the Vardi–Zhang step): the non-private baseline."""
 
-    kind = "nonprivate"
-    private = False
-    diagnostics = SAMPLER_DIAGNOSTICS
+    def check_data(self, data):
+        return check_geomedian_data(data)
 
-    def release(self, data, epsilon, rng) -> Release:
-        data = check_geomedian_data(data)
-        check_epsilon(epsilon)
-        check_rng(rng)
+    def estimate(self, data) -> np.ndarray:
         out = np.empty(data.d)
         weiszfeld(data.X, TOL, MAX_ITER, out)
-        return Release(out, {"sampler": "none", "acceptance": np.nan, "steps": 0})
+        return out
 
     def __repr__(self) -> str:
         return "NonPrivate()"

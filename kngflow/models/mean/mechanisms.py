@@ -20,7 +20,7 @@ from kngflow.models.mean.problem import NORMS, MeanData, row_norms, gradient_sen
 from kngflow.kernels.truncnorm import truncnorm
 from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_rng
 from kngflow.mechanisms.claims import Density
-from kngflow.mechanisms.generic import GRADIENT_MAP_PROPOSALS, gradient_map_draws
+from kngflow.mechanisms.generic import GRADIENT_MAP_PROPOSALS, NonPrivateBase, gradient_map_draws
 
 __all__ = ["NonPrivate", "KNG", "Exponential", "check_mean_data"]
 
@@ -41,18 +41,14 @@ def check_mean_data(data) -> MeanData:
     return data
 
 
-class NonPrivate(Mechanism):
+class NonPrivate(NonPrivateBase):
     """The sample mean: the non-private baseline."""
 
-    kind = "nonprivate"
-    private = False
-    diagnostics = SAMPLER_DIAGNOSTICS
+    def check_data(self, data):
+        return check_mean_data(data)
 
-    def release(self, data, epsilon, rng) -> Release:
-        data = check_mean_data(data)
-        check_epsilon(epsilon)
-        check_rng(rng)
-        return Release(data.xbar.copy(), {"sampler": "none", "acceptance": np.nan, "steps": 0})
+    def estimate(self, data) -> np.ndarray:
+        return data.xbar.copy()
 
     def __repr__(self) -> str:
         return "NonPrivate()"
