@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["PROTOCOLS", "protocol_caveats", "check_regression_n"]
+__all__ = ["PROTOCOLS", "protocol_caveats", "protocol_audit_options", "check_regression_n"]
 
 PROTOCOLS = ("paper", "public_bound")
 
@@ -30,3 +30,11 @@ def check_regression_n(n, d: int) -> None:
         raise TypeError(f"n must be an integer, got {type(n).__name__}")
     if n < d:
         raise ValueError(f"n must be at least d={d}, got n={n}")
+
+
+def protocol_audit_options(defaults: dict, given: dict) -> dict:
+    """``defaults`` under ``given``, without the default ``y_bound`` when ``given`` picks another protocol."""
+    out = {**defaults, **given}
+    if out["protocol"] != "public_bound" and "y_bound" not in given:
+        del out["y_bound"]
+    return out

@@ -45,7 +45,7 @@ import numpy as np
 
 from kngflow._jit import jit
 from kngflow.problems.base import Problem
-from kngflow.problems.protocols import PROTOCOLS, check_regression_n, protocol_caveats
+from kngflow.problems.protocols import PROTOCOLS, check_regression_n, protocol_audit_options, protocol_caveats
 
 __all__ = [
     "LinearStats",
@@ -318,10 +318,7 @@ class LinearProblem(Problem):
     @classmethod
     def audit_options(cls, given: dict) -> dict:
         """The audit's data protocol is ``public_bound`` with ``y_bound = 1`` unless ``given`` says otherwise."""
-        out = {**cls.audit_defaults, **given}
-        if out["protocol"] != "public_bound" and "y_bound" not in given:
-            del out["y_bound"]
-        return out
+        return protocol_audit_options(cls.audit_defaults, given)
 
     def __post_init__(self):
         if self.dataset is not None:

@@ -49,7 +49,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from kngflow.problems.base import Problem, check_tau
-from kngflow.problems.protocols import PROTOCOLS, check_regression_n, protocol_caveats
+from kngflow.problems.protocols import PROTOCOLS, check_regression_n, protocol_audit_options, protocol_caveats
 
 __all__ = [
     "QuantRegData",
@@ -239,10 +239,7 @@ class QuantRegProblem(Problem):
     @classmethod
     def audit_options(cls, given: dict) -> dict:
         """The audit's data protocol is ``public_bound`` with ``y_bound = 1`` unless ``given`` says otherwise."""
-        out = {**cls.audit_defaults, **given}
-        if out["protocol"] != "public_bound" and "y_bound" not in given:
-            del out["y_bound"]
-        return out
+        return protocol_audit_options(cls.audit_defaults, given)
 
     def __post_init__(self):
         object.__setattr__(self, "tau", check_tau(self.tau))
