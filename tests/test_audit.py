@@ -47,7 +47,7 @@ EXACT_CASES = [
 
 @pytest.mark.parametrize("kind, opts, d, pair, factor", EXACT_CASES)
 def test_exact_audit_passes_and_negative_control_flagged(kind, opts, d, pair, factor):
-    mech = get_mechanism("linear", kind, **opts)
+    mech = get_mechanism("linear", kind, hardened=False, **opts)
     prob = problem(d)
     p = parse_pair(pair, d + 1)
     ok = exact_audit(mech, prob, EPS, pairs=[p])
@@ -62,16 +62,16 @@ def test_exact_audit_passes_and_negative_control_flagged(kind, opts, d, pair, fa
 
 @pytest.mark.parametrize("kind, opts", [("kng", {"norm": n}) for n in ("l1", "l2", "linf")] + [("exponential", {})])
 def test_exact_audit_search_within_epsilon(kind, opts):
-    mech = get_mechanism("linear", kind, **opts)
+    mech = get_mechanism("linear", kind, hardened=False, **opts)
     res = exact_audit(mech, problem(2), 0.5, candidates=60, keep=2, points=401, seed=1)
     assert res.passed and 0 < res.bound <= 0.5 + res.tolerance and res.pair is not None
 
 
 def test_exact_audit_needs_log_density_and_low_dimension():
     with pytest.raises(ValueError, match="d = 1 or 2"):
-        exact_audit(get_mechanism("linear", "kng"), problem(3), EPS)
+        exact_audit(get_mechanism("linear", "kng", hardened=False), problem(3), EPS)
     with pytest.raises(ValueError, match="log_density"):
-        exact_audit(get_mechanism("linear", "objective"), problem(2), EPS)
+        exact_audit(get_mechanism("linear", "objective", hardened=False), problem(2), EPS)
 
 
 @pytest.mark.parametrize("norm", ["l1", "l2", "linf"])
@@ -80,7 +80,7 @@ def test_knorm_audit_objective(norm, q):
     """Closed form: the noise's loss stays within q·ε (exactly q·ε for ℓ∞, whose sensitivity
     4(1+B) is attained), the Jacobian's reaches (1-q)·ε (a corner record replaced by x = 0);
     run at 2ε the total exceeds ε."""
-    mech = get_mechanism("linear", "objective_ext", norm=norm, q=q)
+    mech = get_mechanism("linear", "objective_ext", hardened=False, norm=norm, q=q)
     res = knorm_audit(mech, problem(2), EPS)
     dt = res.details
     assert res.passed and res.bound <= EPS + res.tolerance
@@ -152,16 +152,16 @@ SHIPPED = (
 
 @pytest.mark.parametrize("kind, opts", SHIPPED)
 def test_blackbox_every_shipped_mechanism_passes(kind, opts):
-    mech = get_mechanism("linear", kind, **opts)
+    mech = get_mechanism("linear", kind, hardened=False, **opts)
     res = blackbox_audit(mech, problem(2), EPS, seed=3, **BB)
     assert res.passed and res.bound <= EPS, res.summary()
 
 
 def test_blackbox_flags_nonprivate_and_paper_protocol():
-    res = blackbox_audit(get_mechanism("linear", "nonprivate"), problem(2), EPS, seed=0, **BB)
+    res = blackbox_audit(get_mechanism("linear", "nonprivate", hardened=False), problem(2), EPS, seed=0, **BB)
     assert not res.passed and res.bound > 4  # the most 2000 draws can show: log(2000 / log(1/level))
     for kind in ("kng", "objective"):
-        res = blackbox_audit(get_mechanism("linear", kind), problem(2, "paper"), EPS, seed=0,
+        res = blackbox_audit(get_mechanism("linear", kind, hardened=False), problem(2, "paper"), EPS, seed=0,
                              **{**BB, "candidates": 12})
         assert not res.passed and res.bound > 3, res.summary()
 
@@ -170,7 +170,7 @@ def test_side_channel_leak_reproducer():
     """A pair where the tries of exact KNG tell the two data sets apart; the
     released record (the estimate) does not."""
     pair = parse_pair("14*(1,-0.5,-1) + (1,-1,1) -> (1,1,-1)", 3)
-    res = side_channel_audit(get_mechanism("linear", "kng", norm="linf"), problem(2), EPS, pair=pair,
+    res = side_channel_audit(get_mechanism("linear", "kng", hardened=False, norm="linf"), problem(2), EPS, pair=pair,
                              draws=2000, pilot=400)
     assert res.passed and res.bound <= EPS
     fields = res.details["fields"]
@@ -185,7 +185,7 @@ def test_kng_without_factor_two_is_the_2eps_mechanism():
     which the exact audit flags above (linf pair)."""
     from kngflow.models.linear.problem import gradient
 
-    mech = get_mechanism("linear", "kng")
+    mech = get_mechanism("linear", "kng", hardened=False)
     p = parse_pair(EXACT_CASES[0][3], 3)
     stats = problem(2).audit_data(p.datasets()[0])
     theta = np.random.default_rng(0).uniform(-0.5, 0.5, (100, 2))

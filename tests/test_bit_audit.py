@@ -38,7 +38,7 @@ class LaplaceMean(Mechanism):
 
 @pytest.mark.parametrize("norm", ["linf", "l2", "l1"])
 def test_naive_kngflow_kmeans_are_flagged(norm):
-    res = bit_audit(get_mechanism("mean", "kng", norm=norm), get_problem("mean", d=2), 1.0, pair=PAIR,
+    res = bit_audit(get_mechanism("mean", "kng", hardened=False, norm=norm), get_problem("mean", d=2), 1.0, pair=PAIR,
                     draws=50_000)
     assert not res.passed and res.bound > 3.0, res.summary()
 
@@ -53,16 +53,16 @@ def test_a_snapped_release_passes_and_the_same_release_unsnapped_is_flagged():
 
 def test_the_audit_runs_where_the_claim_names_an_additive_centre():
     problem = get_problem("mean", d=2)
-    assert audit_plan(get_mechanism("mean", "kng"), problem) == ["bit-level", "black-box"]
-    assert "bit-level" not in audit_plan(get_mechanism("mean", "exponential"), problem)
-    assert "bit-level" in audit_plan(get_mechanism("logistic", "output"), get_problem("logistic", beta=[0.5]))
+    assert audit_plan(get_mechanism("mean", "kng", hardened=False), problem) == ["bit-level", "black-box"]
+    assert "bit-level" not in audit_plan(get_mechanism("mean", "exponential", hardened=False), problem)
+    assert "bit-level" in audit_plan(get_mechanism("logistic", "output", hardened=False), get_problem("logistic", beta=[0.5]))
     with pytest.raises(ValueError, match="names no additive centre"):
-        bit_audit(get_mechanism("mean", "exponential"), problem, 1.0)
+        bit_audit(get_mechanism("mean", "exponential", hardened=False), problem, 1.0)
 
 
 def test_kngflow_audit_prints_the_bit_level_verdict():
-    out = kngflow_cli("audit", "kng", "--problem", "mean", "--option", "norm=linf", "--draws", "20000",
-                      "--pair", "(0,0) + (1,1) -> (-1,-1)", "--no-progress")
+    out = kngflow_cli("audit", "kng", "--problem", "mean", "--option", "norm=linf", "--option", "hardened=false",
+                      "--draws", "20000", "--pair", "(0,0) + (1,1) -> (-1,-1)", "--no-progress")
     assert out.returncode == 1, out.stdout + out.stderr
     assert "bit-level audit of KNG" in out.stdout and "events impossible in exact arithmetic" in out.stdout
     assert "verdict: FLAGGED by bit-level audit" in out.stdout

@@ -41,12 +41,12 @@ def test_registered_and_options():
     assert set(allowed_options("logistic", "dpsgd")) >= {"reg", "batch_size", "epochs", "clip", "lr", "delta"}
     # δ > 0 mechanisms expose delta (attribute and options); pure ε-DP ones do not
     for kind, opts in [("output", {}), ("objective_chaudhuri", {}), ("noisy_gd", {"noise": "gamma"})]:
-        mech = get_mechanism("logistic", kind, **opts)
+        mech = get_mechanism("logistic", kind, hardened=False, **opts)
         assert not hasattr(mech, "delta") and "delta" not in mech.options()
     for kind, opts in [("noisy_gd", {}), ("dpsgd", {"delta": 1e-6})]:
-        mech = get_mechanism("logistic", kind, **opts)
+        mech = get_mechanism("logistic", kind, hardened=False, **opts)
         assert isinstance(mech.delta, float) and mech.options()["delta"] == mech.delta
-    assert "reg=0.01" in repr(get_mechanism("logistic", "output"))
+    assert "reg=0.01" in repr(get_mechanism("logistic", "output", hardened=False))
 
 
 @pytest.mark.parametrize("kind, opts, name", [
@@ -72,7 +72,7 @@ def test_registered_and_options():
 ])
 def test_bad_options_rejected(kind, opts, name):
     with pytest.raises((ValueError, TypeError), match=name):
-        get_mechanism("logistic", kind, **opts)
+        get_mechanism("logistic", kind, hardened=False, **opts)
 
 
 def test_loss_constants():
@@ -93,7 +93,7 @@ def test_loss_constants():
 
 def test_output_noise_follows_gamma_law():
     data = _data(40)
-    mech = get_mechanism("logistic", "output", reg=0.05)
+    mech = get_mechanism("logistic", "output", hardened=False, reg=0.05)
     theta, _, ok = mech.minimiser(data)
     assert ok
     rng = np.random.default_rng(1)
@@ -151,7 +151,7 @@ def test_chaudhuri_constants_as_in_paper():
     # regime eps' > 0: n = 10^4, reg = 0.01, m = 7 (reg~ = reg/m)
     n, reg, m, eps = 10_000, 0.01, 7, 1.0
     lam = reg / m
-    eps_p, Delta = get_mechanism("logistic", "objective_chaudhuri", reg=reg).constants(n, m, eps)
+    eps_p, Delta = get_mechanism("logistic", "objective_chaudhuri", hardened=False, reg=reg).constants(n, m, eps)
     assert eps_p == pytest.approx(eps - math.log(1 + 2 * c / (n * lam) + c ** 2 / (n ** 2 * lam ** 2)), rel=1e-12)
     assert eps_p > 0 and Delta == 0.0
     # regime eps' <= 0: n = 100, eps = 1/64
@@ -170,7 +170,7 @@ def test_objective_chaudhuri_noise_law(n, eps):
     """The noise is recoverable from the release: V = -(grad l_n(theta) + gamma theta);
     ||V|| ~ Gamma(m, 2 sqrt(m) / eps')."""
     data = _data(n, seed=4)
-    mech = get_mechanism("logistic", "objective_chaudhuri", reg=0.05)
+    mech = get_mechanism("logistic", "objective_chaudhuri", hardened=False, reg=0.05)
     m = 2
     eps_p, Delta = mech.constants(n, m, eps)
     assert (Delta > 0) == (eps < 0.5)
@@ -196,7 +196,7 @@ def _rdp_gauss_eps(z, T, delta):
 @pytest.mark.parametrize("eps", [1 / 64, 1.0])
 def test_noisy_gd_accountant_calibration(eps):
     n, m, T, delta = 1000, 2, 50, 1e-5
-    mech = get_mechanism("logistic", "noisy_gd", iterations=T)
+    mech = get_mechanism("logistic", "noisy_gd", hardened=False, iterations=T)
     sigma = mech.noise_level(n, m, eps)
     z = sigma / (2 * math.sqrt(m) / n)  # multiplier w.r.t. the replace-one sensitivity 2L/n
     got = _rdp_gauss_eps(z, T, delta)
@@ -219,13 +219,13 @@ def test_noisy_gd_printed_sigma_is_not_valid_under_replacement():
     T Gaussian steps with multiplier z are exactly one with multiplier z / sqrt(T)."""
     n, m, T, delta, eps = 1000, 2, 100, 1e-5, 1.0
     L = math.sqrt(m)
-    sigma = get_mechanism("logistic", "noisy_gd", iterations=T, calibration="printed").noise_level(n, m, eps)
+    sigma = get_mechanism("logistic", "noisy_gd", hardened=False, iterations=T, calibration="printed").noise_level(n, m, eps)
     assert sigma == pytest.approx(math.sqrt(2 * L * L * T * math.log(1 / delta)) / (n * eps))
     assert _exact_gauss_delta(eps, sigma / (2 * L / n) / math.sqrt(T)) > 100 * delta
     assert _exact_gauss_delta(eps, sigma / (L / n) / math.sqrt(T)) <= delta
     assert _rdp_gauss_eps(sigma / (L / n), T, delta) <= eps
     # the accountant-calibrated sigma is valid by the exact curve too
-    acc = get_mechanism("logistic", "noisy_gd", iterations=T).noise_level(n, m, eps)
+    acc = get_mechanism("logistic", "noisy_gd", hardened=False, iterations=T).noise_level(n, m, eps)
     assert _exact_gauss_delta(eps, acc / (2 * L / n) / math.sqrt(T)) <= delta
 
 
@@ -239,11 +239,11 @@ def test_noisy_gd_gamma_per_step_scale(monkeypatch):
     real = shared.knorm
     monkeypatch.setattr(shared, "knorm", lambda rng, norm, d, scale, size=None: seen.append((norm, scale, size))
                         or real(rng, norm, d, scale, size=size))
-    get_mechanism("logistic", "noisy_gd", noise="gamma", iterations=7).release(data, eps, np.random.default_rng(0))
+    get_mechanism("logistic", "noisy_gd", hardened=False, noise="gamma", iterations=7).release(data, eps, np.random.default_rng(0))
     assert seen == [("l2", pytest.approx(2 * math.sqrt(m) * 7 / (n * eps), rel=1e-12), 7)]
     monkeypatch.setattr(shared, "knorm", real)
     # one step: Z_0 = -theta_1 / eta - grad J(0) is recoverable; ||Z_0|| ~ Gamma(m, 2L/(n eps))
-    mech = get_mechanism("logistic", "noisy_gd", noise="gamma", iterations=1, radius=1e9)
+    mech = get_mechanism("logistic", "noisy_gd", hardened=False, noise="gamma", iterations=1, radius=1e9)
     eta = mech.eta(m)
     g0 = data.X.T @ (0.5 - data.y) / n
     rng = np.random.default_rng(9)
@@ -255,7 +255,7 @@ def test_noisy_gd_gamma_per_step_scale(monkeypatch):
 
 def test_dpsgd_accountant_calibration():
     n, eps, delta = 2000, 1.0, 1e-5
-    mech = get_mechanism("logistic", "dpsgd", batch_size=200, epochs=3.0, delta=delta)
+    mech = get_mechanism("logistic", "dpsgd", hardened=False, batch_size=200, epochs=3.0, delta=delta)
     q, T = mech.schedule(n)
     assert q == 0.1 and T == 30
     z = mech.noise_multiplier(n, eps)
@@ -278,14 +278,14 @@ def test_utility_at_huge_epsilon(big):
     opts = {"output": {}, "objective_chaudhuri": {}, "noisy_gd": {"iterations": 1000}, "dpsgd": {"epochs": 20.0}}
     tols = {"output": 1e-6, "objective_chaudhuri": 1e-4, "noisy_gd": 1e-3, "dpsgd": 0.15}
     for kind in KINDS:
-        est = get_mechanism("logistic", kind, **opts[kind]).release(data, 1e6, np.random.default_rng(1)).estimate
+        est = get_mechanism("logistic", kind, hardened=False, **opts[kind]).release(data, 1e6, np.random.default_rng(1)).estimate
         assert np.linalg.norm(est - theta) < tols[kind], kind
 
 
 def test_utility_improves_with_epsilon(big):
     data, theta = big
     for kind in KINDS:
-        mech = get_mechanism("logistic", kind)
+        mech = get_mechanism("logistic", kind, hardened=False)
         err = {eps: np.median([np.linalg.norm(mech.release(data, eps, np.random.default_rng(s)).estimate - theta)
                                for s in range(5)]) for eps in (1 / 64, 1.0)}
         assert err[1.0] < err[1 / 64], (kind, err)
@@ -293,7 +293,7 @@ def test_utility_improves_with_epsilon(big):
 
 def test_dpsgd_release_is_fast(big):
     data, _ = big
-    mech = get_mechanism("logistic", "dpsgd")
+    mech = get_mechanism("logistic", "dpsgd", hardened=False)
     mech.release(data, 1.0, np.random.default_rng(0))  # calibration (cached)
     t = time.perf_counter()
     mech.release(data, 1.0, np.random.default_rng(1))
@@ -313,7 +313,7 @@ def _degenerate():
                                         ("noisy_gd", {"noise": "gamma"}), ("noisy_gd", {"calibration": "printed"}),
                                         ("dpsgd", {"epochs": 2.0})])
 def test_degenerate_data_and_extreme_epsilon_release(kind, opts):
-    mech = get_mechanism("logistic", kind, **opts)
+    mech = get_mechanism("logistic", kind, hardened=False, **opts)
     rng = np.random.default_rng(2)
     for data in _degenerate():
         for eps in (1e-6, 1.0, 1e6):
@@ -324,7 +324,7 @@ def test_degenerate_data_and_extreme_epsilon_release(kind, opts):
 
 def test_blackbox_audit_output_perturbation():
     problem = get_problem("logistic", beta=[0.5, -1.0])
-    mech = get_mechanism("logistic", "output", reg=0.1)
+    mech = get_mechanism("logistic", "output", hardened=False, reg=0.1)
     kw = dict(draws=4000, pilot=800, candidates=6, score_draws=150, seed=0)
     res = blackbox_audit(mech, problem, 1.0, **kw)
     assert res.passed, res
@@ -339,7 +339,7 @@ def test_output_perturbation_statistic_audit_catches_2_epsilon():
     from kngflow.audit.exact import statistic_audit
 
     problem = get_problem("logistic", beta=[0.5, -1.0])
-    mech = get_mechanism("logistic", "output")
+    mech = get_mechanism("logistic", "output", hardened=False)
     ok = statistic_audit(mech, problem, 1.0)
     assert ok.passed and ok.bound > 0.5, ok.summary()
     bad = statistic_audit(mech, problem, 1.0, run_epsilon=2.0)
@@ -366,15 +366,15 @@ def test_poisson_sample_keeps_each_index_with_probability_q():
 
 
 def test_dpsgd_sampling_rate_sets_q():
-    m = get_mechanism("logistic", "dpsgd", sampling_rate=0.1, epochs=2.0)
+    m = get_mechanism("logistic", "dpsgd", hardened=False, sampling_rate=0.1, epochs=2.0)
     assert m.schedule(1000) == (0.1, 20) and m.options()["sampling_rate"] == 0.1
-    assert get_mechanism("logistic", "dpsgd", batch_size=50, epochs=2.0).schedule(1000) == (0.05, 40)
+    assert get_mechanism("logistic", "dpsgd", hardened=False, batch_size=50, epochs=2.0).schedule(1000) == (0.05, 40)
 
 
 def test_dpsgd_blackbox_audit_at_its_delta():
     """The black-box audit tests an (ε, δ) mechanism at its δ and says so."""
     problem = get_problem("logistic", beta=[0.5, -1.0])
-    mech = get_mechanism("logistic", "dpsgd", delta=1e-5, epochs=2.0)
+    mech = get_mechanism("logistic", "dpsgd", hardened=False, delta=1e-5, epochs=2.0)
     res = blackbox_audit(mech, problem, 1.0, draws=1500, pilot=300, candidates=3, score_draws=100, seed=2)
     assert res.passed and res.details["delta"] == 1e-5 and "at delta 1e-05" in res.summary(), res.summary()
 
@@ -386,7 +386,7 @@ def test_objective_chaudhuri_exact_audit_catches_2_epsilon():
     from kngflow.audit import exact_audit
 
     problem = get_problem("logistic", beta=[0.5, -1.0])
-    mech = get_mechanism("logistic", "objective_chaudhuri")
+    mech = get_mechanism("logistic", "objective_chaudhuri", hardened=False)
     ok = exact_audit(mech, problem, 1.0, candidates=60, points=401)
     assert ok.passed, ok.summary()
     bad = exact_audit(mech, problem, 1.0, run_epsilon=2.0, candidates=60, points=401)

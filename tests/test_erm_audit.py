@@ -72,7 +72,7 @@ def test_noisy_gd_statistic_is_the_first_step_gradient():
     data = get_problem("logistic", beta=[0.5, -1.0]).simulate(50, np.random.default_rng(3))
     n, d, eps = 50, 2, 0.7
     for noise in ("gamma", "gaussian"):
-        mech = get_mechanism("logistic", "noisy_gd", noise=noise, iterations=1, radius=1e9)
+        mech = get_mechanism("logistic", "noisy_gd", hardened=False, noise=noise, iterations=1, radius=1e9)
         theta1 = mech.release(data, eps, np.random.default_rng(11)).estimate
         rng = np.random.default_rng(11)
         level = mech.noise_level(n, d, eps)
@@ -91,7 +91,7 @@ def test_dpsgd_statistic_is_the_clipped_sum():
     every audited iterate is the clipped sum the release computes (clip 0.5 < ||x|| binds)."""
     data = get_problem("logistic", beta=[0.5, -1.0]).simulate(40, np.random.default_rng(4))
     n, d, eps = 40, 2, 1.0
-    mech = get_mechanism("logistic", "dpsgd", sampling_rate=1.0, epochs=1.0, clip=0.5)
+    mech = get_mechanism("logistic", "dpsgd", hardened=False, sampling_rate=1.0, epochs=1.0, clip=0.5)
     assert mech.schedule(n) == (1.0, 1) and mech.statistic_steps(n) == 1
     theta1 = mech.release(data, eps, np.random.default_rng(5)).estimate
     z = mech.noise_multiplier(n, eps)
@@ -114,7 +114,7 @@ def test_noisy_gd_gamma_one_step_exact_audit_catches_2_epsilon(problem):
     iterate on C's boundary (two corners differing in one coordinate), so the loss is
     eps / sqrt(2) = 0.7071 (pass) and 1.4142 at 2 eps (caught).  At theta_0 = 0 alone the
     gradient moves by at most L/n: 0.5 and 1.0."""
-    mech = get_mechanism("logistic", "noisy_gd", noise="gamma", iterations=1)
+    mech = get_mechanism("logistic", "noisy_gd", hardened=False, noise="gamma", iterations=1)
     ok, acc = _audits(mech, problem, 1.0)
     assert acc is None and ok.kind == "exact" and ok.details["law"] == "knorm"
     assert ok.passed and ok.bound == pytest.approx(1 / math.sqrt(2), rel=1e-4), ok.summary()
@@ -126,7 +126,7 @@ def test_noisy_gd_gamma_one_step_exact_audit_catches_2_epsilon(problem):
 
 def test_noisy_gd_gamma_many_steps_audits_the_step_at_eps_over_T(problem):
     """T = 20: each step is audited at its budget eps/T and composed (basic composition)."""
-    mech = get_mechanism("logistic", "noisy_gd", noise="gamma", iterations=20)
+    mech = get_mechanism("logistic", "noisy_gd", hardened=False, noise="gamma", iterations=20)
     ok = statistic_audit(mech, problem, 1.0)
     assert ok.passed and ok.details["steps"] == 20
     assert ok.details["step_loss"] == pytest.approx(1 / math.sqrt(2) / 20, rel=1e-4)
@@ -139,7 +139,7 @@ def test_noisy_gd_gaussian_one_step_exact_audit_catches_2_epsilon(problem):
     mu = 0.175, exact epsilon at delta 0.626 (pass, delta(1) = 2.5e-10); calibrated for 2 eps:
     mu = 0.329, exact epsilon 1.253, delta(1) = 1.8e-4 > 1e-5 (caught).  The accountant
     re-check: 1.000 at eps, 2.000 at 2 eps (caught)."""
-    mech = get_mechanism("logistic", "noisy_gd", iterations=1)
+    mech = get_mechanism("logistic", "noisy_gd", hardened=False, iterations=1)
     ok, acc = _audits(mech, problem, 1.0)
     assert ok.passed and ok.details["law"] == "gaussian" and 0.55 < ok.bound < 0.7, ok.summary()
     assert ok.details["delta_at_epsilon"] <= 1e-5 and "at delta 1e-05" in ok.summary()
@@ -152,12 +152,12 @@ def test_noisy_gd_gaussian_one_step_exact_audit_catches_2_epsilon(problem):
 def test_noisy_gd_gaussian_many_steps_and_printed_calibration(problem):
     """T = 50: Gaussian steps compose exactly (mu sqrt(T)); the same exact epsilon as T = 1.
     The chapter's printed sigma is flagged by both checks (exact 1.11, accountant 1.77 at T = 1)."""
-    mech = get_mechanism("logistic", "noisy_gd", iterations=50)
+    mech = get_mechanism("logistic", "noisy_gd", hardened=False, iterations=50)
     ok, acc = _audits(mech, problem, 1.0)
     assert ok.passed and acc.passed and ok.details["steps"] == 50
     assert ok.details["mu"] == pytest.approx(math.sqrt(50) * ok.details["step_loss"])
     assert not statistic_audit(mech, problem, 1.0, run_epsilon=2.0).passed
-    printed = get_mechanism("logistic", "noisy_gd", iterations=1, calibration="printed")
+    printed = get_mechanism("logistic", "noisy_gd", hardened=False, iterations=1, calibration="printed")
     res, acc = _audits(printed, problem, 1.0)
     assert not res.passed and res.bound > 1.05 and not acc.passed and acc.bound > 1.5
 
@@ -169,7 +169,7 @@ def test_dpsgd_full_batch_exact_audit_catches_2_epsilon(problem, opts):
     exact epsilon at delta 0.621 (pass) and 1.244 at 2 eps (caught), the same for T = 5
     (exact Gaussian composition); the accountant re-check (group privacy from add/remove)
     1.000 and 1.964 (caught)."""
-    mech = get_mechanism("logistic", "dpsgd", **opts)
+    mech = get_mechanism("logistic", "dpsgd", hardened=False, **opts)
     assert statistic_audit_applies(mech, problem)
     ok, acc = _audits(mech, problem, 1.0)
     assert ok.passed and 0.55 < ok.bound < 0.7 and ok.details["delta_at_epsilon"] <= 1e-5, ok.summary()
@@ -182,7 +182,7 @@ def test_dpsgd_full_batch_exact_audit_catches_2_epsilon(problem, opts):
 def test_dpsgd_subsampled_is_left_to_the_accountant(problem):
     """q < 1: no closed form (a subsampled mixture); the accountant audit decides, and
     catches the 2 eps calibration."""
-    mech = get_mechanism("logistic", "dpsgd", sampling_rate=0.5, epochs=2.0)
+    mech = get_mechanism("logistic", "dpsgd", hardened=False, sampling_rate=0.5, epochs=2.0)
     assert not statistic_audit_applies(mech, problem) and accountant_audit_applies(mech)
     with pytest.raises(ValueError, match="no audited pair"):
         statistic_audit(mech, problem, 1.0)
@@ -193,7 +193,7 @@ def test_dpsgd_subsampled_is_left_to_the_accountant(problem):
 
 
 def test_gamma_noise_has_no_accountant_audit():
-    assert not accountant_audit_applies(get_mechanism("logistic", "noisy_gd", noise="gamma"))
+    assert not accountant_audit_applies(get_mechanism("logistic", "noisy_gd", hardened=False, noise="gamma"))
 
 
 # ------------------------------------------------------------------ the command

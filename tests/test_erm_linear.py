@@ -56,10 +56,10 @@ def test_options_and_bad_input():
     for kind, opts, name in [("output", {"radius": 0.0}, "radius"), ("output", {"reg": -1.0}, "reg"),
                              ("noisy_gd", {"radius": -2.0}, "radius"), ("noisy_gd", {"delta": 1.5}, "delta")]:
         with pytest.raises(ValueError, match=name):
-            get_mechanism("linear", kind, **opts)
-    assert get_mechanism("linear", "noisy_gd").radius == DEFAULT_RADIUS
+            get_mechanism("linear", kind, hardened=False, **opts)
+    assert get_mechanism("linear", "noisy_gd", hardened=False).radius == DEFAULT_RADIUS
     with pytest.raises(TypeError, match="LinearStats"):
-        get_mechanism("linear", "output").release(np.zeros((3, 3)), 1.0, np.random.default_rng(0))
+        get_mechanism("linear", "output", hardened=False).release(np.zeros((3, 3)), 1.0, np.random.default_rng(0))
 
 
 def test_output_noise_is_gamma_around_the_minimiser_and_scaled_back():
@@ -67,7 +67,7 @@ def test_output_noise_is_gamma_around_the_minimiser_and_scaled_back():
     (KS, p > 1e-5); control: the law at 2s is rejected."""
     rng = np.random.default_rng(3)
     st = _stats(rng, n=5000, d=3, y_bound=2.0)
-    mech = get_mechanism("linear", "output", reg=0.5)
+    mech = get_mechanism("linear", "output", hardened=False, reg=0.5)
     d, eps = 3, 1.0
     s = min(2 * lipschitz(d, 1.0) * (1 + 1e-9) / (st.n * 0.5), 2.0) / eps
     assert mech.noise_scale(st.n, d, eps) == pytest.approx(s, rel=1e-14)
@@ -83,7 +83,7 @@ def test_noisy_gd_without_noise_reaches_the_constrained_minimiser():
     argmin_C J (times scale)."""
     st = _stats(np.random.default_rng(4), n=1000, d=3, y_bound=2.0)
     for radius in (0.1, 1.0):
-        mech = get_mechanism("linear", "noisy_gd", noise="gamma", iterations=3000, radius=radius, reg=0.1)
+        mech = get_mechanism("linear", "noisy_gd", hardened=False, noise="gamma", iterations=3000, radius=radius, reg=0.1)
         est = mech.release(st, 1e12, np.random.default_rng(0)).estimate
         np.testing.assert_allclose(est / st.scale, constrained_ridge(st.G, st.c, st.n, 0.1, radius)[0], atol=1e-8)
 
@@ -99,7 +99,7 @@ AUDIT_PROBLEM = dict(d=2, protocol="public_bound", y_bound=1.0)
 ])
 def test_exact_audit_passes_at_eps_and_catches_2_eps(kind, opts, at_eps):
     problem = get_problem("linear", **AUDIT_PROBLEM)
-    mech = get_mechanism("linear", kind, **opts)
+    mech = get_mechanism("linear", kind, hardened=False, **opts)
     # output perturbation's statistic is a minimiser, not a sum: every pair is solved, so
     # 8 drawn records (they already hold a pair at opposite ends of the ball)
     kw = {"max_records": 8} if kind == "output" else {}
@@ -116,7 +116,7 @@ def test_releases_on_degenerate_data_and_at_extreme_eps():
     X = np.ones((50, 3))
     st = stats_from_arrays(X, np.ones(50), y_bound=1.0)
     for kind, opts in [("output", {}), ("noisy_gd", {"noise": "gamma"}), ("noisy_gd", {})]:
-        mech = get_mechanism("linear", kind, **opts)
+        mech = get_mechanism("linear", kind, hardened=False, **opts)
         for eps in (1e-6, 1.0, 1e6):
             est = mech.release(st, eps, np.random.default_rng(0)).estimate
             assert est.shape == (3,) and np.all(np.isfinite(est)), (kind, opts, eps)
@@ -127,7 +127,7 @@ def test_mean_gradient_matches_records():
     X = rng.uniform(-1, 1, (40, 3))
     y = rng.uniform(-1, 1, 40)
     st = stats_from_arrays(X, y, y_bound=1.0)
-    mech = get_mechanism("linear", "noisy_gd")
+    mech = get_mechanism("linear", "noisy_gd", hardened=False)
     theta = rng.normal(0, 0.3, (5, 3))
     want = np.array([np.mean(-2 * (y - X @ t)[:, None] * X, axis=0) for t in theta])
     np.testing.assert_allclose(mech.mean_gradient(st, theta), want, rtol=1e-12, atol=1e-14)

@@ -54,7 +54,7 @@ def test_newton_inverts_the_gradient():
     gradient there is the K-norm draw ``u``: ``||u||_inf ~ Gamma(m, 1/a)``."""
     p = get_problem("logistic", beta=[0.5, -1.0])
     data = p.simulate(10_000, np.random.default_rng(1))
-    mech = get_mechanism("logistic", "kng")
+    mech = get_mechanism("logistic", "kng", hardened=False)
     out, acc, steps = mech.draw_gradient_map(data, 1.0, np.random.default_rng(2), 300, proposals=1)
     assert np.all(steps == 1) and np.all(acc == 1.0)
     g = np.empty(2)
@@ -89,7 +89,7 @@ def test_linear_gradient_map_is_the_exact_sampler(norm):
     sampler needs one try per draw), so every proposal is accepted."""
     p = get_problem("linear", d=3, theta_star=[0.2, -0.3, 0.1])
     stats_ = p.simulate(5000, np.random.default_rng(4))
-    mech = get_mechanism("linear", "kng", norm=norm, sampler="gradient_map", proposals=5)
+    mech = get_mechanism("linear", "kng", hardened=False, norm=norm, sampler="gradient_map", proposals=5)
     exact, tries = mech.draw_exact(stats_, 1.0, np.random.default_rng(5), 3000)
     assert tries == 3000
     gm, acc, steps = mech.draw_gradient_map(stats_, 1.0, np.random.default_rng(6), 3000)
@@ -105,8 +105,8 @@ def test_linear_gradient_map_is_the_exact_sampler(norm):
 def test_mean_gradient_map_is_the_exact_sampler(norm):
     p = get_problem("mean", d=3)
     data = p.simulate(500, np.random.default_rng(8))
-    exact_mech = get_mechanism("mean", "kng", norm=norm)
-    mech = get_mechanism("mean", "kng", norm=norm, sampler="gradient_map")
+    exact_mech = get_mechanism("mean", "kng", hardened=False, norm=norm)
+    mech = get_mechanism("mean", "kng", hardened=False, norm=norm, sampler="gradient_map")
     exact = np.array([exact_mech.release(data, 1.0, np.random.default_rng([9, i])).estimate for i in range(3000)])
     gm, acc, steps = mech.draw_gradient_map(data, 1.0, np.random.default_rng(10), 3000)
     assert np.all(acc == 1.0) and np.all(steps == mech.proposals)
@@ -124,7 +124,7 @@ def test_logistic_gradient_map_matches_the_grid_density():
     (The grid is a stricter reference than a 100 times longer Metropolis chain, and cheaper.)"""
     p = get_problem("logistic", beta=[0.5, -1.0])
     data = p.simulate(10_000, np.random.default_rng(12))
-    mech = get_mechanism("logistic", "kng")
+    mech = get_mechanism("logistic", "kng", hardened=False)
     assert mech.proposals == 50
     gm, acc, steps = mech.draw_gradient_map(data, 1.0, np.random.default_rng(14), 1500)
     assert acc.mean() > 0.95 and np.all(steps == 50)
@@ -148,26 +148,26 @@ def test_defaults():
     other models keep their defaults and take the gradient map only when asked."""
     p = get_problem("logistic", beta=[0.5, -1.0])
     data = p.simulate(2000, np.random.default_rng(15))
-    rel = get_mechanism("logistic", "kng").release(data, 1.0, np.random.default_rng(16))
+    rel = get_mechanism("logistic", "kng", hardened=False).release(data, 1.0, np.random.default_rng(16))
     assert rel.info["sampler"] == "gradient_map" and rel.info["steps"] == 50 and 0 < rel.info["acceptance"] <= 1
-    rel = get_mechanism("logistic", "kng", sampler="metropolis", steps=20).release(data, 1.0, np.random.default_rng(16))
+    rel = get_mechanism("logistic", "kng", hardened=False, sampler="metropolis", steps=20).release(data, 1.0, np.random.default_rng(16))
     assert rel.info["sampler"] == "metropolis"
     g = get_problem("geomedian")
     gd = g.simulate(200, np.random.default_rng(17))
-    assert get_mechanism("geomedian", "kng", steps=20).release(gd, 1.0, np.random.default_rng(0)).info["sampler"] \
+    assert get_mechanism("geomedian", "kng", hardened=False, steps=20).release(gd, 1.0, np.random.default_rng(0)).info["sampler"] \
         == "metropolis"
-    rel = get_mechanism("geomedian", "kng", sampler="gradient_map").release(gd, 1.0, np.random.default_rng(0))
+    rel = get_mechanism("geomedian", "kng", hardened=False, sampler="gradient_map").release(gd, 1.0, np.random.default_rng(0))
     assert rel.info["sampler"] == "gradient_map" and np.abs(rel.estimate).sum() <= 1.0
-    assert get_mechanism("mean", "kng").release(get_problem("mean").simulate(50, np.random.default_rng(0)), 1.0,
+    assert get_mechanism("mean", "kng", hardened=False).release(get_problem("mean").simulate(50, np.random.default_rng(0)), 1.0,
                                                 np.random.default_rng(0)).info["sampler"] == "exact"
     lin = get_problem("linear", d=2, theta_star=[0.2, -0.3]).simulate(500, np.random.default_rng(0))
-    assert get_mechanism("linear", "kng").release(lin, 1.0, np.random.default_rng(0)).info["sampler"] == "exact"
+    assert get_mechanism("linear", "kng", hardened=False).release(lin, 1.0, np.random.default_rng(0)).info["sampler"] == "exact"
     with pytest.raises(ValueError, match="gradient_map"):
-        get_mechanism("linear", "exponential", sampler="gradient_map")
+        get_mechanism("linear", "exponential", hardened=False, sampler="gradient_map")
     with pytest.raises(ValueError, match="sampler"):
-        get_mechanism("quantreg", "kng", sampler="gradient_map")
+        get_mechanism("quantreg", "kng", hardened=False, sampler="gradient_map")
     with pytest.raises(ValueError, match="proposals"):
-        get_mechanism("logistic", "kng", proposals=0)
+        get_mechanism("logistic", "kng", hardened=False, proposals=0)
 
 
 def test_tiny_data_fall_back_to_metropolis():
@@ -176,8 +176,8 @@ def test_tiny_data_fall_back_to_metropolis():
     from kngflow.models.logistic.problem import logistic_data
 
     data = logistic_data([[1.0, 0.5], [-1.0, -0.5], [0.5, 1.0], [-0.5, -1.0]], [1, 0, 1, 0])
-    rel = get_mechanism("logistic", "kng", steps=50, max_tries=3).release(data, 0.01, np.random.default_rng(0))
+    rel = get_mechanism("logistic", "kng", hardened=False, steps=50, max_tries=3).release(data, 0.01, np.random.default_rng(0))
     assert rel.info["sampler"] == "metropolis" and np.abs(rel.estimate).sum() <= 10.0 + 1e-12
     with pytest.raises(RuntimeError, match="max_tries"):
-        get_mechanism("logistic", "kng", sampler="gradient_map", max_tries=3).release(data, 0.01,
+        get_mechanism("logistic", "kng", hardened=False, sampler="gradient_map", max_tries=3).release(data, 0.01,
                                                                                      np.random.default_rng(0))

@@ -188,7 +188,7 @@ def test_uniform_on_K_and_knorm_law():
 def test_mechanism_noise_scale(norm, radius):
     """The mechanism's noise has ||V|| ~ Gamma(d_T, Delta/eps); control: the scale 2 d_T / eps
     of the d_T * Delta_inf bound (ℓ1), or Delta doubled."""
-    mech, eps, p = get_mechanism("linear", "ss", norm=norm), 2.0, 5
+    mech, eps, p = get_mechanism("linear", "ss", hardened=False, norm=norm), 2.0, 5
     rng = np.random.default_rng(4)
     V = np.array([mech.noise(p, eps, rng)[0] for _ in range(3000)])
     delta = {"linf": 2.0, "l1": 32.0, "kt": 1.0}[norm]
@@ -201,7 +201,7 @@ def test_mechanism_noise_scale(norm, radius):
 def test_release_is_post_processing_of_T_plus_noise():
     x, y, stats = _data(5, 500, 5, y_bound=3.0)
     for norm, est in itertools.product(("linf", "l1", "kt"), ("pinv", "ridge")):
-        mech = get_mechanism("linear", "ss", norm=norm, estimator=est)
+        mech = get_mechanism("linear", "ss", hardened=False, norm=norm, estimator=est)
         rel = mech.release(stats, 0.5, np.random.default_rng(9))
         V, tries = mech.noise(5, 0.5, np.random.default_rng(9))
         G, c = L.rebuild(L.stats_t(stats) + V, stats.n, 5)
@@ -216,15 +216,15 @@ def test_large_epsilon_limits_and_ridge_shrinks():
     beta = 2.0 * ols(stats)
     for norm in ("linf", "l1", "kt"):
         for est in ("pinv", "ridge"):
-            rel = get_mechanism("linear", "ss", norm=norm, estimator=est).release(stats, 1e9, np.random.default_rng(0))
+            rel = get_mechanism("linear", "ss", hardened=False, norm=norm, estimator=est).release(stats, 1e9, np.random.default_rng(0))
             np.testing.assert_allclose(rel.estimate, beta, rtol=1e-5, atol=1e-6)
         lam = 300.0
-        rel = get_mechanism("linear", "ss", norm=norm, estimator="ridge", ridge=lam).release(
+        rel = get_mechanism("linear", "ss", hardened=False, norm=norm, estimator="ridge", ridge=lam).release(
             stats, 1e9, np.random.default_rng(0))
         np.testing.assert_allclose(rel.estimate, 2.0 * np.linalg.solve(stats.G + lam * np.eye(4), stats.c), rtol=1e-6)
         assert np.linalg.norm(rel.estimate) < 0.95 * np.linalg.norm(beta)
-    mech = get_mechanism("linear", "ss", estimator="ridge")
-    assert mech.penalty(5, 0.5) == 16 * 26 / 0.5 and get_mechanism("linear", "ss").penalty(5, 0.5) == 0.0
+    mech = get_mechanism("linear", "ss", hardened=False, estimator="ridge")
+    assert mech.penalty(5, 0.5) == 16 * 26 / 0.5 and get_mechanism("linear", "ss", hardened=False).penalty(5, 0.5) == 0.0
 
 
 def test_linf_beats_l1_prop_4_13():
@@ -234,7 +234,7 @@ def test_linf_beats_l1_prop_4_13():
     stats = problem.simulate(10**4, np.random.default_rng(7))
     err = {}
     for norm, eps in (("linf", 1.0), ("l1", 1.0), ("linf", 0.5)):
-        mech, rng = get_mechanism("linear", "ss", norm=norm), np.random.default_rng(8)
+        mech, rng = get_mechanism("linear", "ss", hardened=False, norm=norm), np.random.default_rng(8)
         err[norm, eps] = np.array([problem.error(mech.release(stats, eps, rng).estimate) for _ in range(300)])
     assert np.median(err["linf", 1.0]) < np.median(err["l1", 1.0])
     assert sps.mannwhitneyu(err["linf", 1.0], err["l1", 1.0], alternative="less").pvalue < P_MIN
@@ -247,7 +247,7 @@ def test_degenerate_data_releases(d):
     stats = stats_from_arrays(np.ones((15, d)), np.full(15, 0.5), y_bound=1.0)
     for norm, est in itertools.product(("linf", "l1", "kt"), ("pinv", "ridge")):
         for eps in (1.0, 1e3):
-            rel = get_mechanism("linear", "ss", norm=norm, estimator=est).release(stats, eps, np.random.default_rng(0))
+            rel = get_mechanism("linear", "ss", hardened=False, norm=norm, estimator=est).release(stats, eps, np.random.default_rng(0))
             assert rel.estimate.shape == (d,) and np.all(np.isfinite(rel.estimate))
 
 
@@ -262,12 +262,12 @@ def test_degenerate_data_releases(d):
 ])
 def test_bad_options(kwargs, exc, match):
     with pytest.raises(exc, match=match):
-        get_mechanism("linear", "ss", **kwargs)
+        get_mechanism("linear", "ss", hardened=False, **kwargs)
 
 
 def test_registry_and_input_checks():
     assert allowed_options("linear", "ss") == ["norm", "estimator", "ridge", "max_tries"]
-    mech = get_mechanism("linear", "ss", norm="kt")
+    mech = get_mechanism("linear", "ss", hardened=False, norm="kt")
     assert repr(mech) == "SufficientStatistics(norm='kt', estimator='pinv', ridge=None, max_tries=1000000)"
     x, y, stats = _data(2, 50, 10)
     no_intercept = stats_from_arrays(np.column_stack([np.zeros(50), x]), y, y_bound=1.0)
@@ -285,7 +285,7 @@ def test_registry_and_input_checks():
         mech.release(stats._replace(G=G), 1.0, np.random.default_rng(0))
     with pytest.raises(TypeError, match="stats must be a kngflow.models.linear.problem.LinearStats"):
         mech.release((stats.G, stats.c), 1.0, np.random.default_rng(0))
-    strict, p5 = get_mechanism("linear", "ss", norm="kt", max_tries=1), _data(5, 30, 0)[2]
+    strict, p5 = get_mechanism("linear", "ss", hardened=False, norm="kt", max_tries=1), _data(5, 30, 0)[2]
     rng = np.random.default_rng(0)
     with pytest.raises(RuntimeError, match="max_tries=1"):
         for _ in range(100):  # acceptance about 0.36 at p = 5
@@ -300,7 +300,7 @@ def test_blackbox_audit(norm):
     problem = get_problem("linear", d=2, protocol="public_bound", y_bound=1.0)
     rest = np.array([[1.0, 1.0, 0.0]] * 10 + [[1.0, -1.0, 0.0]] * 10)
     pair = AdjacentPair(rest, np.array([1.0, 1.0, 1.0]), np.array([1.0, -1.0, -1.0]))
-    mech = get_mechanism("linear", "ss", norm=norm)
+    mech = get_mechanism("linear", "ss", hardened=False, norm=norm)
     kw = dict(pair=pair, draws=2500, pilot=500, seed=0)
     assert blackbox_audit(mech, problem, 1.0, **kw).passed
     assert not blackbox_audit(mech, problem, 1.0, run_epsilon=6.0, **kw).passed
@@ -313,7 +313,7 @@ def test_statistic_audit_passes_and_catches_2_epsilon(norm):
     from kngflow.audit.exact import statistic_audit
 
     problem = get_problem("linear", d=2, protocol="public_bound", y_bound=1.0)
-    mech = get_mechanism("linear", "ss", norm=norm)
+    mech = get_mechanism("linear", "ss", hardened=False, norm=norm)
     ok = statistic_audit(mech, problem, 1.0)
     assert ok.passed and ok.bound == pytest.approx(1.0, abs=1e-9), ok.summary()
     assert np.all(ok.pair.rest[:, 0] == 1.0) and ok.pair.record[0] == ok.pair.other[0] == 1.0

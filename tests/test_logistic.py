@@ -28,7 +28,7 @@ P_REJECT = 1e-5
 def test_mle_equals_statsmodels_logit(beta, n):
     p = get_problem("logistic", beta=list(beta))
     data = p.simulate(n, np.random.default_rng(1))
-    ours = get_mechanism("logistic", "nonprivate").release(data, 1.0, np.random.default_rng(0)).estimate
+    ours = get_mechanism("logistic", "nonprivate", hardened=False).release(data, 1.0, np.random.default_rng(0)).estimate
     ref = sm.Logit(data.y, data.X).fit(disp=0, tol=1e-12, maxiter=200).params
     np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-6)
     assert p.error(ours) < 0.5
@@ -37,9 +37,9 @@ def test_mle_equals_statsmodels_logit(beta, n):
 def test_separated_data_still_release():
     """Perfectly separated records have no MLE: the baseline returns a finite iterate, KNG releases."""
     data = logistic_data([[1.0, 0.5], [-1.0, -0.5], [0.5, 1.0], [-0.5, -1.0]], [1, 0, 1, 0])
-    est = get_mechanism("logistic", "nonprivate").release(data, 1.0, np.random.default_rng(0)).estimate
+    est = get_mechanism("logistic", "nonprivate", hardened=False).release(data, 1.0, np.random.default_rng(0)).estimate
     assert np.all(np.isfinite(est))
-    rel = get_mechanism("logistic", "kng", steps=50).release(data, 1.0, np.random.default_rng(0))
+    rel = get_mechanism("logistic", "kng", hardened=False, steps=50).release(data, 1.0, np.random.default_rng(0))
     assert np.all(np.isfinite(rel.estimate)) and np.abs(rel.estimate).sum() <= 10.0 + 1e-12
 
 
@@ -87,7 +87,7 @@ def grid_marginals(mech, data, eps, lo, hi, points=401):
 def test_kng_metropolis_matches_integrated_density():
     p = get_problem("logistic", beta=[0.5, -1.0])
     data = p.simulate(40, np.random.default_rng(3))
-    mech = get_mechanism("logistic", "kng", norm="linf", bound=4.0, steps=300)
+    mech = get_mechanism("logistic", "kng", hardened=False, norm="linf", bound=4.0, steps=300)
     cdfs = grid_marginals(mech, data, 1.0, (-4, -4), (4, 4))
     draws, acc = mech.draw_metropolis(data, 1.0, np.random.default_rng(4), 1000)
     assert 0.2 < acc.mean() < 0.7
@@ -104,7 +104,7 @@ def test_exact_audit_passes_and_catches_the_control(norm, control):
     nearly collinear records, far outside a bounded Theta — conservative, so its control
     runs at 3 epsilon."""
     p = get_problem("logistic", beta=[0.5, -1.0])
-    m = get_mechanism("logistic", "kng", norm=norm, bound=6.0)
+    m = get_mechanism("logistic", "kng", hardened=False, norm=norm, bound=6.0)
     ok = exact_audit(m, p, 1.0, candidates=60, points=301)
     assert ok.passed, ok.summary()
     bad = exact_audit(m, p, 1.0, run_epsilon=control, candidates=60, points=301)
@@ -141,7 +141,7 @@ def test_objective_ext_releases_follow_its_density():
     must be rejected by the same check."""
     p = get_problem("logistic", beta=[0.5])
     data = p.simulate(30, np.random.default_rng(5))
-    mech = get_mechanism("logistic", "objective_ext", norm="linf", q=0.85)
+    mech = get_mechanism("logistic", "objective_ext", hardened=False, norm="linf", q=0.85)
     cdf = _grid_cdf(mech, data, 1.0, -400.0, 400.0)
     rng = np.random.default_rng(6)
     draws = np.array([mech.release(data, 1.0, rng).estimate[0] for _ in range(3000)])
@@ -156,7 +156,7 @@ def test_objective_ext_exact_audit_passes_and_catches_2_epsilon(norm, q):
     (ℓ∞, q = 1/2), 0.87 (ℓ∞, q = 0.85), 0.78 (ℓ2), 0.75 (ℓ1) at epsilon; 1.50-1.77 at 2
     epsilon (caught)."""
     p = get_problem("logistic", beta=[0.5, -1.0])
-    m = get_mechanism("logistic", "objective_ext", norm=norm, q=q)
+    m = get_mechanism("logistic", "objective_ext", hardened=False, norm=norm, q=q)
     ok = exact_audit(m, p, 1.0, candidates=60, points=401)
     assert ok.passed, ok.summary()
     bad = exact_audit(m, p, 1.0, run_epsilon=2.0, candidates=60, points=401)
@@ -171,7 +171,7 @@ def test_objective_ext_releases_on_degenerate_data_at_any_epsilon():
     y2 = np.array([1.0] * 7 + [0.0] * 8)
     rng = np.random.default_rng(0)
     for norm in ("l1", "l2", "linf"):
-        m = get_mechanism("logistic", "objective_ext", norm=norm)
+        m = get_mechanism("logistic", "objective_ext", hardened=False, norm=norm)
         for data in (logistic_data(X1, y1), logistic_data(X2, y2)):
             for eps in (1e-6, 1.0, 100.0, 1e300):
                 r = m.release(data, eps, rng)
@@ -179,14 +179,14 @@ def test_objective_ext_releases_on_degenerate_data_at_any_epsilon():
 
 
 def test_objective_ext_gamma_is_positive_and_matches_the_privacy_split():
-    m = get_mechanism("logistic", "objective_ext", norm="linf", q=0.85)
+    m = get_mechanism("logistic", "objective_ext", hardened=False, norm="linf", q=0.85)
     lam = 7 / 4
     for eps in (1 / 64, 1.0, 2.0):
         gamma = m.gamma(7, eps)
         assert gamma > 0 and np.isclose(np.log1p(lam / gamma), eps * 0.15)
     assert m.noise_scale(7, 1.0) == pytest.approx(2 / 0.85)
     with pytest.raises(ValueError, match="q must lie in the open interval"):
-        get_mechanism("logistic", "objective_ext", q=1.0)
+        get_mechanism("logistic", "objective_ext", hardened=False, q=1.0)
 
 
 def test_extended_at_half_is_the_classical_objective_perturbation():
@@ -194,18 +194,18 @@ def test_extended_at_half_is_the_classical_objective_perturbation():
     estimate with Awan & Slavković's reduced gamma, and with the printed gamma = 2 lambda /
     eps the classical one is the same solve at that gamma; a different q does not match."""
     data = get_problem("logistic").simulate(500, np.random.default_rng(8))
-    ext = get_mechanism("logistic", "objective_ext", norm="l2", q=0.5)
+    ext = get_mechanism("logistic", "objective_ext", hardened=False, norm="l2", q=0.5)
     for eps in (0.25, 1.0, 4.0):
-        red = get_mechanism("logistic", "objective", gamma_rule="reduced")
+        red = get_mechanism("logistic", "objective", hardened=False, gamma_rule="reduced")
         a = ext.release(data, eps, np.random.default_rng(9)).estimate
         np.testing.assert_array_equal(red.release(data, eps, np.random.default_rng(9)).estimate, a)
-        kifer = get_mechanism("logistic", "objective")
+        kifer = get_mechanism("logistic", "objective", hardened=False)
         assert kifer.noise_scale(7, eps) == ext.noise_scale(7, eps) == 2 * gradient_sensitivity("l2", 7) / eps
         assert kifer.gamma(7, eps) == pytest.approx(2 * (7 / 4) / eps) and kifer.gamma(7, eps) > ext.gamma(7, eps)
         b = kifer.release(data, eps, np.random.default_rng(9)).estimate
         V = knorm(np.random.default_rng(9), "l2", 7, ext.noise_scale(7, eps))
         np.testing.assert_allclose(ext.solve(data, V, kifer.gamma(7, eps))[0], b, rtol=0, atol=1e-12)
-        other = get_mechanism("logistic", "objective_ext", norm="l2", q=0.6)
+        other = get_mechanism("logistic", "objective_ext", hardened=False, norm="l2", q=0.6)
         assert not np.allclose(other.release(data, eps, np.random.default_rng(9)).estimate, a)
 
 
@@ -214,7 +214,7 @@ def test_classical_objective_exact_audit(rule):
     """m = 2, epsilon = 1: losses 0.69 (printed gamma) and 0.78 (reduced); 1.26 and 1.56
     at 2 epsilon (caught)."""
     p = get_problem("logistic", beta=[0.5, -1.0])
-    m = get_mechanism("logistic", "objective", gamma_rule=rule)
+    m = get_mechanism("logistic", "objective", hardened=False, gamma_rule=rule)
     ok = exact_audit(m, p, 1.0, candidates=60, points=401)
     assert ok.passed, ok.summary()
     bad = exact_audit(m, p, 1.0, run_epsilon=2.0, candidates=60, points=401)
@@ -239,12 +239,12 @@ def test_real_data_fair_affairs():
     (one-sided Mann-Whitney, p < 1e-5; medians about 0.30 vs 0.54); control: ℓ∞ at
     eps / 2 (median about 0.60) is not closer than ℓ1 at eps."""
     data = _fair_data()
-    mle = get_mechanism("logistic", "nonprivate").release(data, 1.0, np.random.default_rng(0)).estimate
+    mle = get_mechanism("logistic", "nonprivate", hardened=False).release(data, 1.0, np.random.default_rng(0)).estimate
     np.testing.assert_allclose(mle, sm.Logit(data.y, data.X).fit(disp=0).params, atol=1e-6)
     rng = np.random.default_rng(11)
 
     def dist(norm, eps):
-        m = get_mechanism("logistic", "objective_ext", norm=norm, q=0.5)
+        m = get_mechanism("logistic", "objective_ext", hardened=False, norm=norm, q=0.5)
         return [np.linalg.norm(m.release(data, eps, rng).estimate - mle) for _ in range(150)]
 
     l1, linf, linf_half = dist("l1", 1.0), dist("linf", 1.0), dist("linf", 0.5)

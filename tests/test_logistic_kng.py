@@ -101,7 +101,7 @@ def test_preconditioned_chain_follows_the_density(norm, base):
     rejected by the same check."""
     data = correlated_data(200, 5)
     opts = {"bound": 4.0} if base == "uniform" else {"base": "gaussian", "base_scale": 1.0}
-    mech = get_mechanism("logistic", "kng", norm=norm, steps=400, **opts)
+    mech = get_mechanism("logistic", "kng", hardened=False, norm=norm, steps=400, **opts)
     reach = 4.0 if base == "uniform" else 8.0
     cdfs = projection_cdfs(mech, data, 1.0, reach, PROJECTIONS)
     draws, acc, dirs = mech.draw_preconditioned(data, 1.0, np.random.default_rng(7), 2000)
@@ -116,7 +116,7 @@ def test_preconditioned_chain_follows_the_density(norm, base):
 def test_unpreconditioned_path_is_the_generic_kernel():
     """``precondition=False`` runs :func:`metropolis_chains` itself: same draws."""
     data = get_problem("logistic").simulate(300, np.random.default_rng(2))
-    mech = get_mechanism("logistic", "kng", precondition=False, steps=40)
+    mech = get_mechanism("logistic", "kng", hardened=False, precondition=False, steps=40)
     got, acc = mech.draw_metropolis(data, 1.0, np.random.default_rng(3), 3)
     out, acc2 = np.empty((3, data.d)), np.empty(3)
     metropolis_chains(kng_energy(logistic_gradient), np.random.default_rng(3), mech.energy_data(data, 0.25),
@@ -125,7 +125,7 @@ def test_unpreconditioned_path_is_the_generic_kernel():
     np.testing.assert_array_equal(acc, acc2)
     assert "precondition=False" in repr(mech) and KNG().precondition
     with pytest.raises(TypeError, match="precondition"):
-        get_mechanism("logistic", "kng", precondition="yes")
+        get_mechanism("logistic", "kng", hardened=False, precondition="yes")
 
 
 @pytest.mark.slow
@@ -137,11 +137,11 @@ def test_reaches_the_mode_at_large_n():
     p = get_problem("logistic")
     data = p.simulate(100_000, np.random.default_rng(1))
     mle = logistic_mle(data)
-    rel = get_mechanism("logistic", "kng", sampler="metropolis", steps=1000).release(data, 1.0, np.random.default_rng(2))
+    rel = get_mechanism("logistic", "kng", hardened=False, sampler="metropolis", steps=1000).release(data, 1.0, np.random.default_rng(2))
     assert rel.info["sampler"] == "metropolis" and 0.2 < rel.info["acceptance"] < 0.7
     assert np.linalg.norm(rel.estimate - mle) < 0.03
     assert p.error(rel.estimate) < p.error(mle) + 0.03
-    axis = get_mechanism("logistic", "kng", precondition=False, steps=300)
+    axis = get_mechanism("logistic", "kng", hardened=False, precondition=False, steps=300)
     stuck, _ = axis.draw_metropolis(data, 1.0, np.random.default_rng(2), 1)
     assert np.linalg.norm(stuck[0] - mle) > 0.5
     g = np.empty(data.d)

@@ -74,13 +74,13 @@ def test_mean_kng_radius_law(norm):
     """``||theta - xbar||_K ~ Gamma(d, 1/a)`` for the K-norm density ``exp(-a ||w||_K)``."""
     data = mean_data(np.array([[0.5, -0.5], [0.2, 0.1], [-0.3, 0.9]]), 1.0)
     rng = np.random.default_rng(2)
-    mech = get_mechanism("mean", "kng", norm=norm)
+    mech = get_mechanism("mean", "kng", hardened=False, norm=norm)
     a = 1.0 * 2 * 3 / (4 * norm_factor("linf", norm, 2))  # eps n / (2 r c_K)
     assert mech.rate(data, 1.0) == pytest.approx(a)
     radii = np.array([row_norms(mech.release(data, 1.0, rng).estimate - data.xbar, norm) for _ in range(3000)])
     assert stats.kstest(radii, stats.gamma(2, scale=1 / a).cdf).pvalue > LEVEL
     # negative control: the generic KNG rate (factor 2) doubles the scale; rejected
-    wrong = get_mechanism("mean", "kng", norm=norm, location_family=False)
+    wrong = get_mechanism("mean", "kng", hardened=False, norm=norm, location_family=False)
     radii = np.array([row_norms(wrong.release(data, 1.0, rng).estimate - data.xbar, norm) for _ in range(3000)])
     assert stats.kstest(radii, stats.gamma(2, scale=1 / a).cdf).pvalue < LEVEL
 
@@ -101,7 +101,7 @@ def test_mean_kng_privacy_loss_is_exactly_epsilon_at_the_worst_pair(data_norm, n
     rest = [np.array([0.1, -0.2])] * (n - 1)
     D1 = mean_data(np.array([x1] + rest), 1.0, data_norm)
     D2 = mean_data(np.array([-x1] + rest), 1.0, data_norm)
-    mech = get_mechanism("mean", "kng", norm=norm)
+    mech = get_mechanism("mean", "kng", hardened=False, norm=norm)
     theta = np.random.default_rng(3).uniform(-1, 1, (20_000, 2))
     theta = np.concatenate([theta, [D1.xbar, D2.xbar]])
     loss = np.abs(mech.log_density(D1, eps, theta) - mech.log_density(D2, eps, theta)).max()
@@ -110,7 +110,7 @@ def test_mean_kng_privacy_loss_is_exactly_epsilon_at_the_worst_pair(data_norm, n
     if c > 1:
         assert loss * c > eps  # the rate without c_K
     # the generic rate eps / (2 Delta) spends half of it
-    half = get_mechanism("mean", "kng", norm=norm, location_family=False)
+    half = get_mechanism("mean", "kng", hardened=False, norm=norm, location_family=False)
     assert np.abs(half.log_density(D1, eps, theta) - half.log_density(D2, eps, theta)).max() == pytest.approx(eps / 2)
 
 
@@ -131,7 +131,7 @@ def _reference_truncated_gaussian(rng, xbar, s, norm, size):
 def test_mean_exponential_matches_the_truncated_gaussian(norm):
     x = np.array([[0.5, 0.5], [0.5, 0.4], [0.3, 0.2]]) * (0.5 if norm == "l1" else 1.0)
     data = mean_data(x, 1.0, norm)
-    mech = get_mechanism("mean", "exponential", gibbs_sweeps=30)
+    mech = get_mechanism("mean", "exponential", hardened=False, gibbs_sweeps=30)
     eps = 20.0
     s = mech.sd(data, eps)
     assert s == pytest.approx(np.sqrt((2 * norm_factor(norm, "l2", 2)) ** 2 / (eps * 3)))
@@ -164,7 +164,7 @@ def test_mean_exponential_density_ratio_and_2eps_caught(norm):
     flip = c if norm == "l1" else c * np.array([1.0, -1.0])
     D1 = mean_data(np.array([flip] * 5), 1.0, norm)
     D2 = mean_data(np.array([-flip] + [flip] * 4), 1.0, norm)
-    mech = get_mechanism("mean", "exponential")
+    mech = get_mechanism("mean", "exponential", hardened=False)
     assert _max_log_ratio(mech, 1.0, D1, D2) <= 1.0 + 5e-3
     # negative control: the same mechanism at 2 eps breaks eps-DP on this pair
     assert _max_log_ratio(mech, 2.0, D1, D2) > 1.0 + 5e-3
@@ -172,11 +172,11 @@ def test_mean_exponential_density_ratio_and_2eps_caught(norm):
 
 def test_mean_mechanisms_bad_options():
     with pytest.raises(ValueError, match="norm"):
-        get_mechanism("mean", "kng", norm="l3")
+        get_mechanism("mean", "kng", hardened=False, norm="l3")
     with pytest.raises(TypeError, match="location_family"):
-        get_mechanism("mean", "kng", location_family="yes")
+        get_mechanism("mean", "kng", hardened=False, location_family="yes")
     with pytest.raises(ValueError, match="gibbs_sweeps"):
-        get_mechanism("mean", "exponential", gibbs_sweeps=0)
+        get_mechanism("mean", "exponential", hardened=False, gibbs_sweeps=0)
 
 
 # ------------------------------------------------------------------ geometric median
@@ -211,7 +211,7 @@ L1BALL = SQUARE[np.abs(SQUARE).sum(1) <= 1.0]
 def test_geomedian_kng_metropolis_matches_the_normalised_density():
     X = np.array([[0.2, 0.1], [-0.5, 0.4], [0.6, -0.3], [0.0, 0.9], [-0.2, -0.7], [0.4, 0.4]])
     data = geomedian_data(X)
-    mech = get_mechanism("geomedian", "kng", norm="l2", bound=1.0, steps=300)
+    mech = get_mechanism("geomedian", "kng", hardened=False, norm="l2", bound=1.0, steps=300)
     rng = np.random.default_rng(7)
     draws, acc = mech.draw_metropolis(data, 2.0, rng, 3000)
     assert 0.2 < acc.mean() < 0.8
@@ -230,7 +230,7 @@ def test_geomedian_kng_metropolis_matches_the_normalised_density():
 
 
 def test_geomedian_kng_density_ratio_and_2eps_caught():
-    mech = get_mechanism("geomedian", "kng", norm="l2", bound=1.0)
+    mech = get_mechanism("geomedian", "kng", hardened=False, norm="l2", bound=1.0)
     rest = [[0.9, 0.0], [0.9, 0.05], [0.85, -0.05]]
     D1, D2 = geomedian_data(np.array([[-1.0, 0.0]] + rest)), geomedian_data(np.array([[1.0, 0.0]] + rest))
     assert _max_log_ratio(mech, 1.0, D1, D2, L1BALL) <= 1.0 + 5e-3
@@ -240,7 +240,7 @@ def test_geomedian_kng_density_ratio_and_2eps_caught():
 def test_geomedian_problem_and_bad_input():
     p = get_problem("geomedian", d=2, theta=[0.1, -0.2], sigma=0.5)
     D = p.simulate(20_000, np.random.default_rng(8))
-    est = get_mechanism("geomedian", "nonprivate").release(D, 1.0, np.random.default_rng(0)).estimate
+    est = get_mechanism("geomedian", "nonprivate", hardened=False).release(D, 1.0, np.random.default_rng(0)).estimate
     assert p.error(est) < 0.05
     with pytest.raises(ValueError, match="x must be finite"):
         geomedian_data([[0.0, np.inf]])
@@ -261,7 +261,7 @@ def test_workflow_builds_its_problem_and_mechanisms(name):
     problem = spec.problem()
     data = problem.simulate(50, np.random.default_rng(0))
     for m in spec.mechanisms:
-        rel = get_mechanism(spec.problem_name, m.kind, **m.options).release(data, 1.0, np.random.default_rng(1))
+        rel = get_mechanism(spec.problem_name, m.kind, hardened=False, **m.options).release(data, 1.0, np.random.default_rng(1))
         assert rel.estimate.shape == (problem.d,) and np.isfinite(problem.error(rel.estimate))
 
 
@@ -305,7 +305,7 @@ def test_exact_audit_passes_and_catches_2eps(problem, kind, popts, mopts):
     from kngflow.audit import exact_audit
 
     p = get_problem(problem, d=2, **popts)
-    m = get_mechanism(problem, kind, **mopts)
+    m = get_mechanism(problem, kind, hardened=False, **mopts)
     ok = exact_audit(m, p, 1.0, candidates=100, points=401)
     assert ok.passed and ok.bound <= 1.0 + ok.tolerance, ok.summary()
     bad = exact_audit(m, p, 1.0, run_epsilon=2.0, candidates=100, points=401)
@@ -320,7 +320,7 @@ def test_blackbox_audit_of_the_k_norm_mean(norm):
     from kngflow.audit.pairs import parse_pair
 
     p = get_problem("mean", d=2)
-    m = get_mechanism("mean", "kng", norm=norm)
+    m = get_mechanism("mean", "kng", hardened=False, norm=norm)
     pair = parse_pair("(0,0) + (1,1) -> (-1,-1)", 2)
     ok = blackbox_audit(m, p, 1.0, pair=pair, draws=20_000)
     assert ok.passed, ok.summary()
@@ -334,8 +334,8 @@ def test_kngflow_audit_command_on_the_new_problems():
     assert out.returncode == 0, out.stdout + out.stderr
     assert "exact audit of Exponential" in out.stdout and out.stdout.strip().endswith("verdict: PASS (declared epsilon=1)")
     # Theta = R^d: no grid audit; the black-box audit catches the 2 epsilon control
-    out = kngflow_cli("audit", "kng", "--problem", "mean", "--option", "norm=l1", "--run-epsilon", "2", "--draws", "20000",
-                      "--pair", "(0,0) + (1,1) -> (-1,-1)", "--no-progress")
+    out = kngflow_cli("audit", "kng", "--problem", "mean", "--option", "norm=l1", "--option", "hardened=false",
+                      "--run-epsilon", "2", "--draws", "20000", "--pair", "(0,0) + (1,1) -> (-1,-1)", "--no-progress")
     assert out.returncode == 1 and "exact audit" not in out.stdout
     # (the bit-level audit flags the unhardened float release too: tests/test_bit_audit.py)
     assert "verdict: FLAGGED by bit-level, black-box audit" in out.stdout

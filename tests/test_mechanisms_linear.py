@@ -24,7 +24,7 @@ def large():
 
 @pytest.mark.parametrize("kind", ALL_KINDS)
 def test_release_shape_info_and_bounds(kind, small, large):
-    mech = get_mechanism("linear", kind)
+    mech = get_mechanism("linear", kind, hardened=False)
     for stats in (small, large):
         rel = mech.release(stats, 1.0, np.random.default_rng(3))
         assert rel.estimate.shape == (12,) and rel.estimate.dtype == np.float64
@@ -39,16 +39,16 @@ def test_release_shape_info_and_bounds(kind, small, large):
 
 
 def test_sampler_policy(small, large):
-    kng = get_mechanism("linear", "kng")
+    kng = get_mechanism("linear", "kng", hardened=False)
     assert kng.release(large, 1.0, np.random.default_rng(0)).info["sampler"] == "exact"
     assert kng.release(small, 1.0, np.random.default_rng(0)).info["sampler"] == "gibbs"
-    l2 = get_mechanism("linear", "kng", norm="l2", steps=200)
+    l2 = get_mechanism("linear", "kng", hardened=False, norm="l2", steps=200)
     assert l2.release(small, 1.0, np.random.default_rng(0)).info["sampler"] == "metropolis"
-    met = get_mechanism("linear", "exponential", sampler="metropolis", steps=100)
+    met = get_mechanism("linear", "exponential", hardened=False, sampler="metropolis", steps=100)
     info = met.release(large, 1.0, np.random.default_rng(0)).info
     assert info["sampler"] == "metropolis" and info["steps"] == 100 and 0 < info["acceptance"] < 1
     with pytest.raises(RuntimeError, match="exact sampler exhausted max_tries=1"):
-        get_mechanism("linear", "kng", sampler="exact", max_tries=1).release(small, 1.0, np.random.default_rng(0))
+        get_mechanism("linear", "kng", hardened=False, sampler="exact", max_tries=1).release(small, 1.0, np.random.default_rng(0))
 
 
 def test_utility_ordering_at_large_n(large):
@@ -58,7 +58,7 @@ def test_utility_ordering_at_large_n(large):
     problem = get_problem("linear", d=12)
     errs = {}
     for kind in ("nonprivate", "kng", "exponential", "objective"):
-        mech = get_mechanism("linear", kind)
+        mech = get_mechanism("linear", kind, hardened=False)
         errs[kind] = np.mean(
             [problem.error(mech.release(large, 1.0, np.random.default_rng(s)).estimate) for s in range(20)]
         )
@@ -89,14 +89,14 @@ def test_utility_ordering_at_large_n(large):
 )
 def test_option_validation(kind, kwargs, exc, match):
     with pytest.raises(exc, match=match):
-        get_mechanism("linear", kind, **kwargs)
+        get_mechanism("linear", kind, hardened=False, **kwargs)
 
 
 def test_lookup_errors():
     with pytest.raises(ValueError, match="mechanism kind must be one of"):
-        get_mechanism("linear", "laplace")
+        get_mechanism("linear", "laplace", hardened=False)
     with pytest.raises(ValueError, match="problem must be one of"):
-        get_mechanism("poisson", "kng")
+        get_mechanism("poisson", "kng", hardened=False)
 
 
 @pytest.mark.parametrize("eps, exc", [(0.0, ValueError), (-1.0, ValueError), (np.nan, ValueError),
@@ -104,11 +104,11 @@ def test_lookup_errors():
 def test_epsilon_validation(eps, exc, small):
     for kind in ALL_KINDS:
         with pytest.raises(exc, match="epsilon must be"):
-            get_mechanism("linear", kind).release(small, eps, np.random.default_rng(0))
+            get_mechanism("linear", kind, hardened=False).release(small, eps, np.random.default_rng(0))
 
 
 def test_release_input_validation(small):
-    mech = get_mechanism("linear", "kng")
+    mech = get_mechanism("linear", "kng", hardened=False)
     with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
         mech.release(small, 1.0, 0)
     with pytest.raises(TypeError, match="stats must be a kngflow.models.linear.problem.LinearStats"):
@@ -122,11 +122,11 @@ def test_release_input_validation(small):
 
 
 def test_objective_gamma_is_positive_and_matches_kng_paper():
-    ext = get_mechanism("linear", "objective_ext", q=0.5)
+    ext = get_mechanism("linear", "objective_ext", hardened=False, q=0.5)
     assert ext.gamma(12, 1.0) == pytest.approx(24 / (np.exp(0.5) - 1))
     for q in (0.05, 0.5, 0.95):
-        assert get_mechanism("linear", "objective_ext", q=q).gamma(12, 1.0) > 0
-    obj = get_mechanism("linear", "objective")
+        assert get_mechanism("linear", "objective_ext", hardened=False, q=q).gamma(12, 1.0) > 0
+    obj = get_mechanism("linear", "objective", hardened=False)
     assert obj.norm == "linf" and obj.q == 0.5 and obj.sensitivity(12) == 8.0
 
 
@@ -158,7 +158,7 @@ def test_objective_noise_scale_recovered_from_releases():
     """
     stats = get_problem("linear", d=2).simulate(10**5, np.random.default_rng(4))
     for q in (0.5, 0.85):
-        mech = get_mechanism("linear", "objective_ext", norm="linf", q=q)
+        mech = get_mechanism("linear", "objective_ext", hardened=False, norm="linf", q=q)
         eps = 1.0
         H = 2 * stats.G + mech.gamma(2, eps) * np.eye(2)
         V = []
@@ -187,8 +187,7 @@ SINGULAR_CASES += [("objective_ext", {"norm": norm, "q": q}) for norm in ("l1", 
 def test_singular_gram_releases(kind, opts):
     """All rows x = (1, 1): X'X is singular; every mechanism releases (no inverse needed)."""
     stats = _singular_stats()
-    mech = get_mechanism("linear", kind, steps=500, **opts) if kind in ("kng", "exponential") else get_mechanism(
-        "linear", kind, **opts
+    mech = get_mechanism("linear", kind, hardened=False, steps=500, **opts) if kind in ("kng", "exponential") else get_mechanism("linear", kind, hardened=False, **opts
     )
     for eps in (1.0, 1e3):
         rel = mech.release(stats, eps, np.random.default_rng(0))
@@ -209,17 +208,17 @@ def test_singular_gram_nonprivate_is_minimum_norm_and_stderr_nan():
     assert theta[0] == pytest.approx(theta[1])  # minimum norm: no component along (1, -1)
     assert np.all(np.isnan(ols_stderr(stats)))
     with pytest.raises(RuntimeError, match="exact sampler needs an invertible"):
-        get_mechanism("linear", "kng", sampler="exact").release(stats, 1.0, np.random.default_rng(0))
+        get_mechanism("linear", "kng", hardened=False, sampler="exact").release(stats, 1.0, np.random.default_rng(0))
 
 
 def test_release_record_is_the_estimate_only(small):
-    rel = get_mechanism("linear", "kng").release(small, 1.0, np.random.default_rng(0))
+    rel = get_mechanism("linear", "kng", hardened=False).release(small, 1.0, np.random.default_rng(0))
     assert list(rel.record()) == ["estimate"] and rel.record()["estimate"] is rel.estimate
     assert rel.diagnostics() == rel.info and rel.diagnostics() is not rel.info
     assert "NON-PRIVATE" in type(rel).__doc__
 
 
 def test_objective_gamma_large_epsilon_is_finite():
-    ext = get_mechanism("linear", "objective_ext", q=0.5)
+    ext = get_mechanism("linear", "objective_ext", hardened=False, q=0.5)
     assert ext.gamma(2, 1400.0) == pytest.approx(4 * np.exp(-700.0), rel=1e-12)
     assert ext.gamma(2, 1e20) == 0.0

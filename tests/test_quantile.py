@@ -47,7 +47,7 @@ def ks_p(draws, cdf):
 
 
 def draws(kind, data, eps, size, seed, **opts):
-    mech = get_mechanism("quantile", kind, **opts)
+    mech = get_mechanism("quantile", kind, hardened=False, **opts)
     return mech.draw_exact(data, eps, np.random.default_rng(seed), size)[:, 0]
 
 
@@ -95,7 +95,7 @@ def test_log_density_matches_formulas():
         ("kng", kng_logf(y, 0.3, 0.7, t)),
         ("exponential", exp_logf(y, 0.3, 0.7, t, -5.0, 5.0)),
     ):
-        ld = get_mechanism("quantile", kind).log_density(data, 0.7, t[:, None])
+        ld = get_mechanism("quantile", kind, hardened=False).log_density(data, 0.7, t[:, None])
         inside = np.abs(t) <= 5
         assert np.all(np.isneginf(ld[~inside]))
         diff = ld[inside] - ref[inside]
@@ -142,7 +142,7 @@ def test_tiny_epsilon_is_nearly_uniform_and_exact():
 def test_metropolis_agrees_with_exact(kind):
     y = np.sort(np.clip(np.random.default_rng(10).standard_normal(1000), -4, 4))
     data = quantile_data(y, 0.5, -4.0, 4.0)
-    mech = get_mechanism("quantile", kind, sampler="metropolis", steps=400)
+    mech = get_mechanism("quantile", kind, hardened=False, sampler="metropolis", steps=400)
     eps = 1.0
     chains, acc = mech.draw_metropolis(data, eps, np.random.default_rng(11), 2000)
     assert 0.2 < acc.mean() < 0.7
@@ -158,14 +158,14 @@ def test_release_records_sampler_and_units():
     data = prob.simulate(10_000, rng)
     assert np.all(np.diff(data.y) >= 0)
     assert prob.theta_star[0] == pytest.approx(1.0 + stats.norm.ppf(0.25))
-    rel = get_mechanism("quantile", "nonprivate").release(data, 1.0, rng)
+    rel = get_mechanism("quantile", "nonprivate", hardened=False).release(data, 1.0, rng)
     assert rel.info["sampler"] == "none"
     assert abs(rel.estimate[0] - prob.theta_star[0]) < 0.1
     for kind in ("kng", "exponential"):
-        rel = get_mechanism("quantile", kind).release(data, 1.0, rng)
+        rel = get_mechanism("quantile", kind, hardened=False).release(data, 1.0, rng)
         assert rel.info["sampler"] == "exact" and rel.estimate.shape == (1,)
         assert prob.error(rel.estimate) < 0.3
-        rel = get_mechanism("quantile", kind, sampler="metropolis", steps=100).release(data, 1.0, rng)
+        rel = get_mechanism("quantile", kind, hardened=False, sampler="metropolis", steps=100).release(data, 1.0, rng)
         assert rel.info["sampler"] == "metropolis" and rel.info["steps"] == 100
 
 
@@ -215,21 +215,21 @@ def test_problem_bad_options(opts, match):
 
 def test_mechanism_bad_options_and_data():
     with pytest.raises(ValueError, match="sampler"):
-        get_mechanism("quantile", "kng", sampler="gibbs")
+        get_mechanism("quantile", "kng", hardened=False, sampler="gibbs")
     with pytest.raises(ValueError, match="sampler"):
-        get_mechanism("quantile", "kng", base="gaussian", sampler="exact")
+        get_mechanism("quantile", "kng", hardened=False, base="gaussian", sampler="exact")
     with pytest.raises(TypeError, match="data"):
-        get_mechanism("quantile", "kng").release(np.zeros(3), 1.0, np.random.default_rng(0))
+        get_mechanism("quantile", "kng", hardened=False).release(np.zeros(3), 1.0, np.random.default_rng(0))
     bad = QuantileData(np.array([0.0, 5.0]), 0.5, -1.0, 1.0)
     with pytest.raises(ValueError, match="data.y"):
-        get_mechanism("quantile", "exponential").release(bad, 1.0, np.random.default_rng(0))
+        get_mechanism("quantile", "exponential", hardened=False).release(bad, 1.0, np.random.default_rng(0))
 
 
 # ----------------------------------------------------------------------------- privacy
 
 def max_log_ratio(kind, eps, y1, y2, lower=-1.0, upper=1.0, tau=0.5):
     """max_t |log f_D(t) - log f_D'(t)| of the normalised densities (exact integrals)."""
-    mech = get_mechanism("quantile", kind)
+    mech = get_mechanism("quantile", kind, hardened=False)
     knots = np.union1d(y1, y2)
     t = np.union1d(np.linspace(lower, upper, 20_001), knots)
     mid = 0.5 * (t[1:] + t[:-1])

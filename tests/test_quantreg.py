@@ -58,7 +58,7 @@ def test_lp_preprocessing_is_exact(tau):
 
 def test_nonprivate_release_in_original_units():
     data = sim(500, 2)
-    rel = get_mechanism("quantreg", "nonprivate").release(data, 1.0, np.random.default_rng(0))
+    rel = get_mechanism("quantreg", "nonprivate", hardened=False).release(data, 1.0, np.random.default_rng(0))
     np.testing.assert_allclose(rel.estimate, quantreg_lp(data) * data.scale)
     assert rel.info["sampler"] == "none"
 
@@ -122,7 +122,7 @@ CASES = [
 
 
 def build(kind, norm, **kw):
-    return get_mechanism("quantreg", kind, **({"norm": norm} if norm else {}), **kw)
+    return get_mechanism("quantreg", kind, hardened=False, **({"norm": norm} if norm else {}), **kw)
 
 
 def box(data, window):
@@ -164,12 +164,12 @@ def test_metropolis_matches_integrated_density_and_gibbs(kind, norm, n, eps, win
 @pytest.mark.slow
 def test_metropolis_gaussian_base_matches_integrated_density():
     data = sim(25, 7)
-    mech = get_mechanism("quantreg", "kng", base="gaussian", base_scale=0.4, steps=300)
+    mech = get_mechanism("quantreg", "kng", hardened=False, base="gaussian", base_scale=0.4, steps=300)
     assert mech.available_samplers() == ("metropolis",)
     cdfs = grid_marginals(mech, data, 1.0, (-2.5, -2.5), (2.5, 2.5), base_scale=0.4)
     draws, _ = mech.draw_metropolis(data, 1.0, np.random.default_rng(8), 1000)
     assert ks_marginals(draws, cdfs) > P_REJECT
-    wide = get_mechanism("quantreg", "kng", base="gaussian", base_scale=1.0, steps=300)
+    wide = get_mechanism("quantreg", "kng", hardened=False, base="gaussian", base_scale=1.0, steps=300)
     wrong, _ = wide.draw_metropolis(data, 1.0, np.random.default_rng(8), 1000)
     assert ks_marginals(wrong, cdfs) < P_REJECT
 
@@ -213,7 +213,7 @@ def test_banded_metropolis_is_the_generic_chain(n, base):
     into a uniform draw after a rounding difference; its law is checked above."""
     data = sim(n, 12)
     kind = "exponential" if base == "uniform" else "kng"
-    mech = get_mechanism("quantreg", kind, steps=400, base=base, base_scale=0.5)
+    mech = get_mechanism("quantreg", kind, hardened=False, steps=400, base=base, base_scale=0.5)
     fast, acc_fast = mech.draw_metropolis(data, 1.0, np.random.default_rng(13), 3)
     slow, acc_slow = Sampled.draw_metropolis(mech, data, 1.0, np.random.default_rng(13), 3)
     if kind == "exponential":
@@ -227,15 +227,15 @@ def test_release_policy_and_units():
     data = sim(300, 9)
     rng = np.random.default_rng(10)
     for kind, first in (("kng", "metropolis"), ("exponential", "gibbs")):
-        rel = get_mechanism("quantreg", kind, steps=50).release(data, 1.0, rng)
+        rel = get_mechanism("quantreg", kind, hardened=False, steps=50).release(data, 1.0, rng)
         assert rel.info["sampler"] == first and rel.estimate.shape == (2,)
-        rel2 = get_mechanism("quantreg", kind, sampler="metropolis", steps=50).release(data, 1.0, rng)
+        rel2 = get_mechanism("quantreg", kind, hardened=False, sampler="metropolis", steps=50).release(data, 1.0, rng)
         assert rel2.info["sampler"] == "metropolis" and rel2.info["steps"] == 50
-        rel3 = get_mechanism("quantreg", kind, sampler="gibbs", gibbs_sweeps=3).release(data, 1.0, rng)
+        rel3 = get_mechanism("quantreg", kind, hardened=False, sampler="gibbs", gibbs_sweeps=3).release(data, 1.0, rng)
         assert rel3.info["sampler"] == "gibbs" and rel3.info["steps"] == 3
         assert 0.0 < rel2.info["acceptance"] < 1.0
         assert np.abs(rel.estimate / data.scale).sum() <= 1.0 + 1e-12
-    g = get_mechanism("quantreg", "kng", base="gaussian", steps=20).release(data, 1.0, rng)
+    g = get_mechanism("quantreg", "kng", hardened=False, base="gaussian", steps=20).release(data, 1.0, rng)
     assert g.info["sampler"] == "metropolis"
 
 
@@ -283,7 +283,7 @@ def neighbour_pairs(seed, count=20):
 @pytest.mark.parametrize("kind", ["kng", "exponential"])
 @pytest.mark.parametrize("tau", [0.5, 0.8])
 def test_density_ratio_within_epsilon_and_2eps_caught(kind, tau):
-    mech = get_mechanism("quantreg", kind, bound=1.0)
+    mech = get_mechanism("quantreg", kind, hardened=False, bound=1.0)
     pairs = list(neighbour_pairs(11))
     eps = 1.0
     assert max(max_log_ratio(mech, eps, a, b, tau) for a, b in pairs) <= eps + SLACK
@@ -357,18 +357,18 @@ def test_problem_bad_options(opts, match):
 
 def test_mechanism_bad_options():
     with pytest.raises(ValueError, match="norm"):
-        get_mechanism("quantreg", "kng", norm="l3")
+        get_mechanism("quantreg", "kng", hardened=False, norm="l3")
     with pytest.raises(ValueError, match="base"):
-        get_mechanism("quantreg", "exponential", base="gaussian")
+        get_mechanism("quantreg", "exponential", hardened=False, base="gaussian")
     with pytest.raises(ValueError, match="sampler"):
-        get_mechanism("quantreg", "kng", sampler="exact")
+        get_mechanism("quantreg", "kng", hardened=False, sampler="exact")
     with pytest.raises(ValueError, match="bound"):
-        get_mechanism("quantreg", "kng", bound=0.0)
+        get_mechanism("quantreg", "kng", hardened=False, bound=0.0)
     with pytest.raises(TypeError, match="data"):
-        get_mechanism("quantreg", "kng").release(sim(10, 0).X, 1.0, np.random.default_rng(0))
+        get_mechanism("quantreg", "kng", hardened=False).release(sim(10, 0).X, 1.0, np.random.default_rng(0))
     bad = sim(10, 0)._replace(y=np.full(10, 2.0))
     with pytest.raises(ValueError, match="data.X and data.y"):
-        get_mechanism("quantreg", "exponential").release(bad, 1.0, np.random.default_rng(0))
+        get_mechanism("quantreg", "exponential", hardened=False).release(bad, 1.0, np.random.default_rng(0))
 
 
 @pytest.mark.parametrize("case", ["uniform", "normal", "cauchy", "ties", "clustered", "constant", "one"])
@@ -408,7 +408,7 @@ def engel_data(tau):
 @pytest.mark.parametrize("tau", [0.5, 0.9])
 def test_engel_lp_equals_statsmodels(tau):
     data = engel_data(tau)
-    lp = get_mechanism("quantreg", "nonprivate").release(data, 1.0, np.random.default_rng(0)).estimate
+    lp = get_mechanism("quantreg", "nonprivate", hardened=False).release(data, 1.0, np.random.default_rng(0)).estimate
     fit = sm.QuantReg(data.y * data.scale, data.X).fit(q=tau, p_tol=1e-12, max_iter=20_000).params
     np.testing.assert_allclose(lp, fit, rtol=1e-6)
 
@@ -418,5 +418,5 @@ def test_engel_readme_example():
     data = engel_data(0.5)
     rng = np.random.default_rng(7)
     for kind in ("kng", "exponential"):
-        rel = get_mechanism("quantreg", kind, bound=2.0, steps=200).release(data, 1.0, rng)
+        rel = get_mechanism("quantreg", kind, hardened=False, bound=2.0, steps=200).release(data, 1.0, rng)
         assert np.abs(rel.estimate / data.scale).sum() <= 2.0 + 1e-12

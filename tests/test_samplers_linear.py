@@ -48,7 +48,7 @@ CASES = [(2, 10**3), (2, 10**5), (12, 10**3), (12, 10**5)]
 @pytest.mark.parametrize("kind", ["kng", "exponential"])
 def test_exact_gibbs_metropolis_agree(kind, d, n):
     stats = get_problem("linear", d=d).simulate(n, np.random.default_rng(1000 + n + d))
-    mech = get_mechanism("linear", kind, bound=1.0)
+    mech = get_mechanism("linear", kind, hardened=False, bound=1.0)
     eps = 1.0
     exact, _ = mech.draw_exact(stats, eps, np.random.default_rng(1), DRAWS, max_tries=10**6)
     gibbs = mech.draw_gibbs(stats, eps, np.random.default_rng(2), DRAWS, sweeps=300)
@@ -69,7 +69,7 @@ def test_exact_gibbs_metropolis_agree(kind, d, n):
 
 def test_l1_kng_gibbs_agrees_with_exact():
     stats = get_problem("linear", d=3).simulate(10**4, np.random.default_rng(9))
-    mech = get_mechanism("linear", "kng", norm="l1", bound=1.0)
+    mech = get_mechanism("linear", "kng", hardened=False, norm="l1", bound=1.0)
     exact, _ = mech.draw_exact(stats, 1.0, np.random.default_rng(1), DRAWS)
     gibbs = mech.draw_gibbs(stats, 1.0, np.random.default_rng(2), DRAWS, sweeps=200)
     assert_same_law(exact, gibbs, 1)
@@ -79,12 +79,12 @@ def test_l1_kng_gibbs_agrees_with_exact():
 
 def test_l2_kng_metropolis_agrees_with_exact():
     stats = get_problem("linear", d=3).simulate(10**4, np.random.default_rng(9))
-    mech = get_mechanism("linear", "kng", norm="l2", bound=1.0)
+    mech = get_mechanism("linear", "kng", hardened=False, norm="l2", bound=1.0)
     exact, _ = mech.draw_exact(stats, 1.0, np.random.default_rng(1), DRAWS)
     metro, _ = mech.draw_metropolis(stats, 1.0, np.random.default_rng(2), DRAWS, steps=3000)
     assert_same_law(exact, metro, 1)
     with pytest.raises(ValueError, match="sampler 'gibbs' is not available"):
-        get_mechanism("linear", "kng", norm="l2", sampler="gibbs").release(stats, 1.0, np.random.default_rng(0))
+        get_mechanism("linear", "kng", hardened=False, norm="l2", sampler="gibbs").release(stats, 1.0, np.random.default_rng(0))
 
 
 @pytest.mark.parametrize("pieces, kind", [(_pieces_linf, KIND_KNG_LINF), (_pieces_l1, KIND_KNG_L1)])
@@ -173,7 +173,7 @@ def test_exponential_gibbs_at_huge_epsilon_terminates():
         "s = get_problem('linear', d=12).simulate(100, np.random.default_rng(0))\n"
         "for eps in (1e20, 1e25, 1e300):\n"
         "    for kind in ('exponential', 'kng'):\n"
-        "        r = get_mechanism('linear', kind, sampler='gibbs', gibbs_sweeps=50).release(s, eps, np.random.default_rng(0))\n"
+        "        r = get_mechanism('linear', kind, hardened=False, sampler='gibbs', gibbs_sweeps=50).release(s, eps, np.random.default_rng(0))\n"
         "        assert np.all(np.isfinite(r.estimate))\n"
         "print('ok')\n"
     )
@@ -207,7 +207,7 @@ def test_gibbs_and_metropolis_agree_on_singular_gram(kind, norm, x2):
 
     y = 0.3 + 0.2 * np.linspace(-1, 1, 40)
     stats = stats_from_arrays(np.column_stack([np.ones(40), np.full(40, x2)]), y, y_bound=1.0)
-    mech = get_mechanism("linear", kind, **({"norm": norm} if norm else {}))
+    mech = get_mechanism("linear", kind, hardened=False, **({"norm": norm} if norm else {}))
     M = np.array([[1.0, 1.0], [1.0, -1.0]]) if x2 else np.eye(2)  # the identified direction first
     gibbs = mech.draw_gibbs(stats, 1.0, np.random.default_rng(1), DRAWS, sweeps=200) @ M
     metro = mech.draw_metropolis(stats, 1.0, np.random.default_rng(2), DRAWS, steps=2000)[0] @ M

@@ -152,8 +152,8 @@ def _setup(args):
         raise _BadInput(_line(exc)) from None
     if pair is not None and len(pair.rest) + 1 < problem.d:
         raise _BadInput(f"--pair: a data set needs at least d={problem.d} records, got {len(pair.rest) + 1}")
-    _trial_release(mechanism, kind, audit_view(mechanism, problem), name, pair, boundary, fill, run_eps, seed)
-    return problem, mechanism, pair, epsilon, run_eps, draws, seed
+    data = _trial_release(mechanism, kind, audit_view(mechanism, problem), name, pair, boundary, fill, run_eps, seed)
+    return problem, mechanism, pair, epsilon, run_eps, draws, seed, data
 
 
 def _trial_release(mechanism, kind, problem, name, pair, boundary, fill, epsilon, seed) -> None:
@@ -185,12 +185,13 @@ def _trial_release(mechanism, kind, problem, name, pair, boundary, fill, epsilon
     why = release_problem(rel, d)
     if why:
         raise _BadInput(f"{where}: {why}")
+    return data
 
 
 def run(args) -> int:
     """Handler of ``kngflow audit``; returns the exit status."""
     try:
-        problem, mechanism, pair, epsilon, run_eps, draws, seed = _setup(args)
+        problem, mechanism, pair, epsilon, run_eps, draws, seed, data = _setup(args)
     except _BadInput as exc:
         print(f"kngflow audit: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -202,6 +203,12 @@ def run(args) -> int:
         return EXIT_BAD_INPUT
     for res in results:
         print(res.summary())
+    if mechanism.hardened:
+        # the guarantee of the hardened release, derived in kngflow.mechanisms.hardening
+        print(mechanism.hardening(data, run_eps).describe(run_eps, mechanism.privacy_claim().delta))
+    elif mechanism.private:
+        print("not hardened: the float64 release itself, whose low bits depend on the data "
+              "(--option hardened=true snaps it to a public grid)")
     flagged = [r.kind for r in results if not r.passed]
     print(f"verdict: {'FLAGGED by ' + ', '.join(flagged) + ' audit' if flagged else 'PASS'}"
           f" (declared epsilon={epsilon:g})")

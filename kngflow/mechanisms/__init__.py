@@ -42,6 +42,12 @@ def allowed_options(problem: str, kind: str) -> list[str]:
 def get_mechanism(problem: str, kind: str, **options):
     """Build mechanism ``kind`` for ``problem`` with keyword ``options``.
 
+    ``hardened`` defaults to True here (the API a user calls on their own data) for every
+    private mechanism that declares a hardening (every built-in one): the release is
+    snapped to a public grid (:mod:`kngflow.mechanisms.hardening`); options it cannot
+    honour raise a one-line error naming them; pass ``hardened=False`` for the unhardened
+    floating-point release.
+
     Raises ValueError (:class:`kngflow.registry.PluginError`) naming ``kind`` and the
     allowed values, and TypeError naming an unknown option and the allowed ones.
     """
@@ -55,4 +61,6 @@ def get_mechanism(problem: str, kind: str, **options):
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise TypeError(f"unknown option(s) {unknown} for mechanism {kind!r}; allowed options: {allowed}")
+    if "hardened" not in options and cls.private and cls.hardening is not Mechanism.hardening:
+        options = {**options, "hardened": True}
     return cls(**options)

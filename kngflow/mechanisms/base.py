@@ -13,14 +13,17 @@ plug-in needs; it may also declare
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
+import threading
 from numbers import Real
 from typing import ClassVar, NamedTuple
 
 import numpy as np
 
 from kngflow.mechanisms.claims import BlackBox, PrivacyClaim
+from kngflow.mechanisms.hardening import Hardening, HardeningError, guarantee, snap
 
 __all__ = ["Mechanism", "Release", "Diagnostic", "SAMPLER_DIAGNOSTICS", "check_mechanism_class", "release_problem",
            "check_epsilon", "check_rng", "check_positive", "check_probability", "check_choice", "check_int"]
@@ -115,6 +118,44 @@ def _sampler_diagnostics() -> tuple:
 SAMPLER_DIAGNOSTICS = _sampler_diagnostics()
 
 
+_RELEASING = threading.local()  # depth of nested release calls (super().release) per thread
+
+
+def _accept_hardened(init):
+    """``__init__`` taking the contract's option ``hardened`` besides the class's own."""
+
+    @functools.wraps(init)
+    def __init__(self, *args, hardened=None, **kw):
+        init(self, *args, **kw)
+        if hardened is not None:
+            self._set_hardened(hardened)
+
+    __init__._kngflow_hardened = True
+    return __init__
+
+
+def _hardened_release(release):
+    """``release`` followed, for a hardened mechanism, by the snapping of its estimate."""
+
+    @functools.wraps(release)
+    def wrapped(self, data, epsilon, rng):
+        depth = getattr(_RELEASING, "depth", 0)
+        if depth or not self.hardened:
+            return release(self, data, epsilon, rng)
+        _RELEASING.depth = 1
+        try:
+            rel = release(self, data, epsilon, rng)
+        finally:
+            _RELEASING.depth = 0
+        h = self.hardening(data, epsilon)
+        if h.site != "estimate" or not isinstance(rel, Release):
+            return rel
+        return Release(snap(rel.estimate, h, rng), rel.info)
+
+    wrapped._kngflow_hardened = True
+    return wrapped
+
+
 class Mechanism:
     """Base class of every mechanism, built in or plug-in.
 
@@ -123,11 +164,58 @@ class Mechanism:
     registered under, informational), ``diagnostics`` (tuple of :class:`Diagnostic`),
     ``private`` (False for a non-private reference estimator).  δ is part of the privacy
     claim: an (ε, δ) mechanism returns e.g. ``BlackBox(delta=1e-5)`` from :meth:`privacy_claim`.
+
+    Every mechanism also takes the keyword option ``hardened`` (default False when the
+    class is constructed directly; :func:`kngflow.mechanisms.get_mechanism` defaults to
+    True).  A hardened release is snapped to a public grid
+    (:mod:`kngflow.mechanisms.hardening`) as declared by :meth:`hardening`; a mechanism that
+    declares none cannot be hardened (one-line :class:`~kngflow.mechanisms.hardening.HardeningError`).
+    The contract adds ``hardened`` to every subclass's ``__init__`` and applies the
+    snapping after every subclass's ``release``: nothing to write in a plug-in but
+    :meth:`hardening`.
     """
 
     kind: ClassVar[str] = ""
     diagnostics: ClassVar[tuple] = ()
     private: ClassVar[bool] = True
+    hardened: bool = False
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        init = cls.__dict__.get("__init__")
+        if init is not None and not getattr(init, "_kngflow_hardened", False):
+            cls.__init__ = _accept_hardened(init)
+        elif init is None and not any("__init__" in k.__dict__ for k in cls.__mro__[1:-1]):
+            cls.__init__ = _accept_hardened(lambda self: None)
+        rel = cls.__dict__.get("release")
+        if rel is not None and not getattr(rel, "_kngflow_hardened", False):
+            cls.release = _hardened_release(rel)
+
+    def _set_hardened(self, hardened) -> None:
+        if not isinstance(hardened, (bool, np.bool_)):
+            raise TypeError(f"hardened must be true or false, got {hardened!r}")
+        if hardened and self.private and type(self).hardening is Mechanism.hardening:
+            raise HardeningError(f"hardened: mechanism {type(self).__name__} cannot be hardened: it declares no "
+                                 "hardening(data, epsilon) (kngflow.mechanisms.hardening); pass hardened=false")
+        self.hardened = bool(hardened) and self.private
+        if self.hardened:
+            self.check_hardenable()
+
+    def check_hardenable(self) -> None:
+        """Raise :class:`~kngflow.mechanisms.hardening.HardeningError` naming the option that
+        keeps these options from being hardened (default: none does)."""
+
+    def hardening(self, data, epsilon: float) -> Hardening:
+        """How this mechanism's release is hardened on ``data`` at ``epsilon``.
+
+        Reads only public facts of ``data`` (its size, dimension and declared domain).
+        Mechanisms that can be hardened override it; the default declares nothing.
+        """
+        raise HardeningError(f"hardened: mechanism {type(self).__name__} declares no hardening(data, epsilon)")
+
+    def hardened_guarantee(self, data, epsilon: float) -> tuple[float, float]:
+        """``(ε′, δ′)`` of the hardened release on data like ``data`` (public facts only) at ``epsilon``."""
+        return guarantee(self.hardening(data, epsilon), epsilon, self.privacy_claim().delta)
 
     def release(self, data, epsilon: float, rng: np.random.Generator) -> Release:
         """Release a private estimate of shape ``(d,)`` from ``data`` at ``epsilon``."""
@@ -149,7 +237,7 @@ class Mechanism:
                 names += [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name not in names]
                 if not any(p.kind is p.VAR_KEYWORD for p in params):
                     break  # options passed on with **kw continue up the hierarchy
-        return names
+        return names + ["hardened"]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

@@ -40,10 +40,12 @@ class PrivacyClaim:
     ``(boundary, fill) -> (boundary, fill)`` narrowing the problem's audit records to the
     mechanism's declared domain (sufficient-statistics regression needs the intercept
     column equal to 1); audits draw their adjacent data sets from the narrowed domain.
-    ``additive_centre``: optional ``centre(data) -> (d,) array`` of a release computed in
-    floating point as the centre plus data-independent noise (possibly times a public
-    scalar, included in the centre); the bit-level audit then looks for events that are
-    impossible in exact arithmetic (:func:`kngflow.audit.bit_audit`).
+    ``additive_centre``: optional ``centre(data) -> (d,) array``, the data-dependent point
+    the release is built around: for a release computed in floating point as the centre
+    plus data-independent noise, that centre; for other releases of additive noise (a
+    noisy statistic, a perturbed objective) or exact samplers, their non-private estimate.
+    The bit-level audit then counts, around the centres of both candidate data sets,
+    events that are impossible in exact arithmetic (:func:`kngflow.audit.bit_audit`).
     """
 
     delta: float = 0.0

@@ -24,6 +24,7 @@ import numpy as np
 from kngflow.mechanisms.base import (SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int,
                                      check_positive, check_probability, check_rng)
 from kngflow.mechanisms.claims import Composed, StatisticNoise
+from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, lipschitz_hardening, snap
 from kngflow.noise import knorm
 from kngflow.norms import get_norm
 
@@ -38,6 +39,7 @@ __all__ = [
     "poisson_sample",
     "printed_gd_sigma",
     "audit_iterates",
+    "gaussian_lipschitz",
 ]
 
 #: Default ridge constant ``reg`` (Λ) (:mod:`kngflow.models.logistic.erm` discusses the choice).
@@ -47,6 +49,19 @@ DEFAULT_REG = 0.01
 def _release(theta, steps, sampler="exact") -> Release:
     return Release(np.asarray(theta, dtype=np.float64), {"sampler": sampler, "acceptance": 1.0, "steps": int(steps)})
 
+
+
+#: a Gaussian coordinate beyond this many standard deviations from its centre has
+#: probability below 1e-890: the Gaussian density is log-Lipschitz within it (``gaussian_lipschitz``)
+GAUSS_REACH = 64.0
+
+
+def gaussian_lipschitz(d: int, sigma: float) -> float:
+    """``L`` of ``N(c, sigma^2 I_d)`` against ∞-norm moves within ``GAUSS_REACH sigma`` of ``c``
+    (plus a grid cell): ``|grad log f|_1 = sum_j |x_j - c_j| / sigma^2 <= (GAUSS_REACH + 1) d / sigma``.
+    Outside that region (probability below 1e-890 for any ``d <= 10^6``) the bound is not
+    claimed; its mass is below any δ reported."""
+    return (GAUSS_REACH + 1.0) * d / sigma
 
 
 class _ERM(Mechanism):
@@ -172,7 +187,31 @@ class OutputPerturbation(_ERM):
         if not math.isfinite(scale):  # eps below ~1e-300: a data-independent release is 0-DP
             return _release(np.zeros(d), 0, "none")
         theta, it, _ = self.minimiser(data)
-        return _release(self.finish(data, theta + knorm(rng, "l2", d, scale)), it)
+        released = theta + knorm(rng, "l2", d, scale)
+        if self.hardened:
+            released = snap(released, self.hardening(data, epsilon), rng)
+        return _release(self.finish(data, released), it)
+
+    def hardening(self, data, epsilon) -> Hardening:
+        """Lipschitz route on ``theta^ + Z`` before :meth:`finish` (site "statistic": the
+        estimate is its post-processing).
+
+        The exact release ``theta* + Z`` (``theta*`` the exact minimiser, sensitivity
+        ``2L/(n reg)``, below the calibrated one) is ε-DP; ``Z ∝ exp(-||z||_2 / s)`` gives
+        ``L = sqrt(d) / s``.  Clamp ``B = R + 64 (d + 1) s`` (``R`` the ball holding the
+        minimiser; a coordinate of ``Z`` exceeds ``64 (d + 1) s`` only when the gamma radius
+        exceeds 64 times its mean).  Rounding: the solver stops at ``||grad J|| <= tol L / n``,
+        and the gradient, a mean of ``n`` terms of size at most ``L``, is computed within
+        ``sqrt(d) n u L``; by ``reg``-strong convexity the computed minimiser is within
+        ``(tol L / n + sqrt(d) n u L) / reg`` of ``theta*``; the sums with ``Z`` and the
+        dither add ``8 u 2B``.  ``u = 2^-53``.
+        """
+        n, d = self.size(self.check_data(data))
+        scale = self.noise_scale(n, d, epsilon)
+        L = self.lipschitz(d)
+        bound = self.default_radius() + 64.0 * (d + 1) * scale
+        eta = (self.tol * L / n + math.sqrt(d) * n * UNIT_ROUNDOFF * L) / self.reg + 16.0 * UNIT_ROUNDOFF * bound
+        return lipschitz_hardening(math.sqrt(d) / scale, bound, eta, d, epsilon, site="statistic")
 
 
 
@@ -470,6 +509,33 @@ class NoisyGD(_ERM):
         z = gaussian_gd_noise_multiplier(epsilon, self.delta, self.iterations)
         return None if z is None else z * 2.0 * L / n
 
+    def hardening(self, data, epsilon) -> Hardening:
+        """Lipschitz route on each step's noisy gradient ``g_t = grad J(theta_t) + Z_t``
+        (site "statistic", ``T`` snaps: the iterates, the projection and the release are
+        post-processing of the snapped steps, and ε′ composes them).
+
+        ``|grad J|_j <= G = L + reg R`` on ``C``.  Gamma noise ``exp(-||z||_2 / s)``:
+        ``L_V = sqrt(d) / s``, clamp ``B = G + 64 (d + 1) s``.  Gaussian noise:
+        :func:`gaussian_lipschitz` (``65 d / sigma``), clamp ``B = G + 64 sigma``.  Rounding:
+        the mean of ``n`` gradient terms of size at most ``L``, at most ``n u L`` per
+        coordinate, and the sums with ``reg theta``, ``Z_t`` and the dither, at most
+        ``16 u 2B``.  ``u = 2^-53``.
+        """
+        n, d = self.size(self.check_data(data))
+        level = self.noise_level(n, d, epsilon)
+        if level is None:  # the data-independent release: nothing to snap
+            level = math.inf
+        G = self.lipschitz(d) + self.reg * self.radius
+        if self.noise == "gamma":
+            lip, bound = math.sqrt(d) / level, G + 64.0 * (d + 1) * level
+        else:
+            lip, bound = gaussian_lipschitz(d, level), G + GAUSS_REACH * level
+        if not math.isfinite(bound):
+            lip, bound = 1.0, G
+        eta = n * UNIT_ROUNDOFF * self.lipschitz(d) + 32.0 * UNIT_ROUNDOFF * bound
+        return lipschitz_hardening(lip, bound, eta, d, epsilon, snaps=self.iterations,
+                                   site="statistic")
+
     def release(self, data, epsilon, rng) -> Release:
         data = self.check_data(data)
         epsilon = check_epsilon(epsilon)
@@ -483,9 +549,12 @@ class NoisyGD(_ERM):
         else:
             Z = rng.standard_normal((self.iterations, d)) * level
         eta, reg, R = self.eta(d), self.reg, self.radius
+        h = self.hardening(data, epsilon) if self.hardened else None
         theta = np.zeros(d)
         for t in range(self.iterations):
             g = self.mean_gradient(data, theta) + reg * theta + Z[t]
+            if h is not None:
+                g = snap(g, h, rng)
             theta = theta - eta * g
             norm = float(np.linalg.norm(theta))
             if norm > R:

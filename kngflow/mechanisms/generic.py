@@ -60,8 +60,9 @@ from kngflow.kernels.generic import (
 from kngflow.kernels.gradient_map import MAX_ITER, gradient_map_chain
 from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_positive, check_rng
 from kngflow.mechanisms.claims import Density
+from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, HardeningError, coupling_hardening
 
-__all__ = ["NonPrivateBase", "Sampled", "GenericKNG", "GenericExponential", "NORMS", "SAMPLERS", "gradient_map_draws",
+__all__ = ["NonPrivateBase", "Sampled", "sampler_hardening", "HARDENABLE_SAMPLERS", "GenericKNG", "GenericExponential", "NORMS", "SAMPLERS", "gradient_map_draws",
            "GRADIENT_MAP_PROPOSALS"]
 
 NORMS = ("l1", "l2", "linf")
@@ -117,6 +118,28 @@ class NonPrivateBase(Mechanism):
         return f"{type(self).__name__}()"
 
 
+#: samplers whose rounding a hardened release bounds, and the rounded operations per
+#: coordinate of the released value (``steps`` sweeps of ``d`` coordinates): the chains'
+#: positions are sums of data-independent proposals (moves along precomputed directions
+#: touch every coordinate), exact and Gibbs draws are a few operations on public bounds
+HARDENABLE_SAMPLERS = ("exact", "gibbs", "metropolis")
+
+
+def sampler_hardening(name: str, steps: int, d: int, bound: float, dims: int | None = None) -> Hardening:
+    """The coupling-route :class:`~kngflow.mechanisms.hardening.Hardening` of a release drawn on
+    ``{|theta_j| <= bound}`` by sampler ``name``.
+
+    Rounding: an exact or Gibbs draw is at most 64 rounded operations on values of size at
+    most ``2 bound``; a Metropolis chain adds at most ``4 steps d`` rounded moves to each
+    coordinate (one per coordinate and sweep, ``d`` per sweep along preconditioned
+    directions, each twice for proposal and undo), so
+    ``eta = (4 steps d + 64) u 2 bound`` with ``u = 2^-53``.  Decisions (accept/reject) are
+    modelled as those of exact arithmetic (:mod:`kngflow.mechanisms.hardening`).
+    """
+    ops = 64 + (4 * steps * d if name == "metropolis" else 0)
+    return coupling_hardening(bound, ops * UNIT_ROUNDOFF * 2.0 * bound, int(dims or d))
+
+
 class Sampled(Mechanism):
     """Options, sampler policy, release, Metropolis draws and ``log_density`` for sampled mechanisms.
 
@@ -149,8 +172,44 @@ class Sampled(Mechanism):
             raise ValueError(f"sampler must be one of {['auto', *available]} for {type(self).__name__}, got {self.sampler!r}")
 
     def available_samplers(self) -> tuple:
-        """Samplers usable with these options, best first."""
+        """Samplers usable with these options, best first (hardened: only those of
+        :data:`HARDENABLE_SAMPLERS`)."""
         return self.samplers
+
+    def _policy(self) -> str:
+        """The sampler a release runs first."""
+        if self.sampler != "auto":
+            return self.sampler
+        usable = self.available_samplers()
+        if self.hardened:
+            usable = [name for name in usable if name in self.hardenable_samplers()]
+        return usable[0]
+
+    def hardenable_samplers(self) -> tuple:
+        """Samplers whose rounding :meth:`hardening` bounds."""
+        return tuple(name for name in self.available_samplers() if name in HARDENABLE_SAMPLERS)
+
+    def check_hardenable(self) -> None:
+        """A hardened release needs a bounded ``Theta`` (uniform base measure) and a sampler
+        whose rounding is bounded (:data:`HARDENABLE_SAMPLERS`)."""
+        if self.base != "uniform":
+            raise HardeningError("hardened: base='gaussian' gives Theta no public bound to clamp the release to; "
+                                 "use base='uniform' or hardened=false")
+        if self.sampler != "auto" and self.sampler not in self.hardenable_samplers():
+            raise HardeningError(f"hardened: sampler={self.sampler!r} has no bound on its rounding; allowed with "
+                                 f"hardened: {['auto', *self.hardenable_samplers()]}")
+        if not self.hardenable_samplers():
+            raise HardeningError(f"hardened: none of the samplers {list(self.available_samplers())} of "
+                                 f"{type(self).__name__} has a bound on its rounding; pass hardened=false")
+
+    def hardening(self, data, epsilon) -> Hardening:
+        """Coupling route on the box holding ``Theta`` (output units):
+        :func:`sampler_hardening` with the sampler :meth:`_policy` runs."""
+        data = self.check_data(data)
+        center, B = self.domain(data)
+        bound = (float(np.max(np.abs(center))) + float(B)) * abs(self.output_scale(data))
+        name = self._policy()
+        return sampler_hardening(name, self.steps if name == "metropolis" else 0, data.d, bound)
 
     def options(self) -> dict:
         return {
@@ -192,7 +251,7 @@ class Sampled(Mechanism):
         data = self.check_data(data)
         epsilon = check_epsilon(epsilon)
         rng = check_rng(rng)
-        name = self.available_samplers()[0] if self.sampler == "auto" else self.sampler
+        name = self._policy()
         if name == "gradient_map" and self.sampler == "auto":
             try:
                 theta, acc, steps = self.draw_gradient_map(data, epsilon, rng, 1)
@@ -273,10 +332,16 @@ class Sampled(Mechanism):
     def draw_gradient_map(self, data, epsilon, rng, size, proposals=None):
         raise ValueError(f"sampler 'gradient_map' is not available for {self!r}")
 
+    #: ``centre(data)``, the non-private estimate the release concentrates around (the
+    #: bit-level audit's centre; None: no bit-level audit), set by problems whose exact
+    #: sampler computes the release from data values
+    centre = None
+
     def privacy_claim(self) -> Density:
         """The law of the release: :meth:`log_density`, on the mechanism's ``parameter_box(d)``
         where it defines one, else on the problem's."""
-        return Density(log_density=self.log_density, parameter_box=getattr(self, "parameter_box", None))
+        return Density(log_density=self.log_density, parameter_box=getattr(self, "parameter_box", None),
+                       additive_centre=self.centre)
 
     def log_density(self, data, epsilon, theta):
         """Unnormalised log density at ``theta`` (..., d), scaled units; -inf outside the support.

@@ -132,6 +132,13 @@ class Problem:
         """What ``theta_star`` is, for labels: the true parameter of the simulation."""
         return "truth"
 
+    @property
+    def real_data(self) -> bool:
+        """Whether ``simulate`` returns a fixed real data set rather than synthetic draws
+        (default: whenever ``reference`` is not the truth).  A spec's mechanisms are then
+        hardened unless it says ``hardened = false`` (:mod:`kngflow.mechanisms.hardening`)."""
+        return self.reference != "truth"
+
     def check_n(self, n: int) -> None:
         """Raise TypeError/ValueError naming ``n`` unless an integer ``>= 1``."""
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)):

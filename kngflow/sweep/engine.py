@@ -324,6 +324,9 @@ def store_attrs(spec: Spec, history: list | None = None) -> dict:
         "delta": json.dumps({label: float(m.privacy_claim().delta) for label, m in mechs.items()}, sort_keys=True),
         # non-private reference estimators, and the data variable with the reference's standard errors
         "nonprivate_labels": json.dumps([label for label, m in mechs.items() if not m.private]),
+        # whether each private mechanism's releases were hardened (snapped to a public grid:
+        # kngflow.mechanisms.hardening), read by the report
+        "hardened": json.dumps({label: bool(m.hardened) for label, m in mechs.items() if m.private}, sort_keys=True),
         "reference_stderr": str(problem.reference_stderr or ""),
         # where each plug-in (a class from outside kngflow) comes from
         "plugins": json.dumps([provenance(cls) for cls in plugin_classes(spec)], sort_keys=True),

@@ -156,8 +156,10 @@ class Spec:
         """``{label: mechanism}`` built with ``kngflow.mechanisms.get_mechanism``."""
         from kngflow import mechanisms
 
+        problem = self.problem()
         return {
-            m.label: mechanisms.get_mechanism(self.problem_name, m.kind, **m.options) for m in self.mechanisms
+            m.label: mechanisms.get_mechanism(self.problem_name, m.kind, **mechanism_options(problem, m.options))
+            for m in self.mechanisms
         }
 
 
@@ -225,6 +227,13 @@ def _field_in_message(exc: Exception, options: dict, where: str) -> str:
         if re.search(rf"\b{re.escape(key)}\b", msg):
             return f"{where}.{key}"
     return where
+
+
+def mechanism_options(problem, options: dict) -> dict:
+    """A spec mechanism's options with ``hardened`` defaulting to ``problem.real_data``:
+    releases on a real data set are hardened unless the spec says ``hardened = false``,
+    simulation sweeps on synthetic data keep the unhardened (bit-identical) path."""
+    return {"hardened": bool(getattr(problem, "real_data", False)), **options}
 
 
 def _accepts_option(cls, key: str) -> bool:
@@ -392,10 +401,11 @@ def parse_spec(text: str) -> Spec:
             elif key in entry:
                 sampler_used[key] = True
         options.update(entry)
+        built = mechanism_options(problem, options)
         try:
-            mech_mod.get_mechanism(pname, kind, **options)
+            mech_mod.get_mechanism(pname, kind, **built)
         except (TypeError, ValueError) as exc:
-            raise SpecError(_field_in_message(exc, options, where), str(exc)) from None
+            raise SpecError(_field_in_message(exc, built, where), str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - a plug-in's constructor
             raise SpecError(where, f"mechanism {kind!r} failed to build: {type(exc).__name__}: {exc}") from None
         mechs.append(MechanismSpec(label=label, kind=kind, options=options))

@@ -9,12 +9,15 @@ docstring states the density it samples and why it is ε-DP.
 from __future__ import annotations
 
 
+import math
+
 import numpy as np
 
 from kngflow._jit import jit
-from kngflow.mechanisms.generic import GRADIENT_MAP_PROPOSALS, gradient_map_draws
+from kngflow.mechanisms.generic import GRADIENT_MAP_PROPOSALS, gradient_map_draws, sampler_hardening
+from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, HardeningError, coupling_hardening
 from kngflow.noise import knorm
-from kngflow.kernels.optimize import quadratic_l1_ball
+from kngflow.kernels.optimize import project_l1_ball, quadratic_l1_ball
 from kngflow.models.linear.problem import (
     LinearStats,
     gradient_sensitivity,
@@ -129,6 +132,19 @@ class _Sampled(_Linear):
             "max_tries": self.max_tries,
         }
 
+    def check_hardenable(self) -> None:
+        """Hardened releases run the Metropolis chain, whose positions are sums of
+        data-independent proposals; the exact and Gibbs draws compute the release from
+        ``G^{-1}`` and conditionals of the data, whose rounding has no public bound."""
+        if self.sampler not in ("auto", "metropolis"):
+            raise HardeningError(f"hardened: sampler={self.sampler!r} has no bound on its rounding; allowed with "
+                                 "hardened: ['auto', 'metropolis'] ('auto' runs the Metropolis chain)")
+
+    def hardening(self, stats, epsilon) -> Hardening:
+        """Coupling route on ``{|theta_j| <= B scale}`` for the Metropolis chain
+        (:func:`~kngflow.mechanisms.generic.sampler_hardening`)."""
+        return sampler_hardening("metropolis", self.steps, stats.d, self.bound * abs(float(stats.scale)))
+
     # subclasses set: _kind (kernel code), _rate(stats, eps), _has_gibbs, _exact(...)
     def _release(self, stats, epsilon, rng):
         """Draw with the first sampler of the policy that succeeds.
@@ -142,7 +158,7 @@ class _Sampled(_Linear):
         """
         a = self._rate(stats.d, epsilon)
         order = {
-            "auto": ("exact", "gibbs" if self._has_gibbs else "metropolis"),
+            "auto": ("metropolis",) if self.hardened else ("exact", "gibbs" if self._has_gibbs else "metropolis"),
             "exact": ("exact",),
             "gibbs": ("gibbs",),
             "metropolis": ("metropolis",),
@@ -404,7 +420,44 @@ class ExtendedObjectivePerturbation(_Linear):
         h = 2.0 * stats.c - V
         theta = np.empty(d)
         iters = quadratic_l1_ball(H, h, self.bound, self.tol, self.max_iter, theta)
+        if self.hardened and not self._certified(H, h, theta, stats, epsilon):
+            iters += quadratic_l1_ball(H, h, self.bound, 0.0, self.max_iter, theta)
+            if not self._certified(H, h, theta, stats, epsilon):
+                raise RuntimeError("hardened release: the solver could not certify its rounding; use hardened=false")
         return theta, {"sampler": "exact", "acceptance": 1.0, "steps": int(iters)}
+
+    def _evaluation_error(self, stats, epsilon) -> float:
+        """Bound on the rounding of ``H theta - h`` in ℓ2, where ``||V||_∞ <= 64 (d + 1) scale``
+        (beyond it the gamma radius exceeds 64 times its mean): each of ``d`` entries sums
+        ``d + 1`` terms below ``2 d n B + gamma B + 2n + 64 (d + 1) scale`` (``|G_jk| <= n``)."""
+        d, n = stats.d, float(stats.n)
+        scale = self.noise_law(d, epsilon)[1]
+        size = 2.0 * d * n * self.bound + self.gamma(d, epsilon) * self.bound + 2.0 * n + 64.0 * (d + 1) * scale
+        return math.sqrt(d) * 2.0 * (d + 1) * UNIT_ROUNDOFF * size
+
+    def _certified(self, H, h, theta, stats, epsilon) -> bool:
+        """Whether ``||theta - theta*||_2 <= eta`` is certified: with ``mu = gamma`` and
+        ``L = lambda_max(H)``, ``||x - x*|| <= (1 + L / mu) ||x - P(x - grad / L)||`` for the
+        projected-gradient residual of a ``mu``-strongly convex quadratic, and the rounding
+        ``e`` of the gradient adds ``2 ||e|| / mu``."""
+        lmax = float(np.linalg.eigvalsh(H)[-1])
+        mu = self.gamma(stats.d, epsilon)
+        step = np.empty(stats.d)
+        project_l1_ball(theta - (H @ theta - h) / lmax, self.bound, step)
+        r = float(np.linalg.norm(theta - step))
+        return (1.0 + lmax / mu) * r + 2.0 * self._evaluation_error(stats, epsilon) / mu <= self._eta(stats, epsilon)
+
+    def _eta(self, stats, epsilon) -> float:
+        return 8.0 * self._evaluation_error(stats, epsilon) / self.gamma(stats.d, epsilon)
+
+    def hardening(self, stats, epsilon) -> Hardening:
+        """Coupling route on ``{|theta_j| <= B scale}`` (:mod:`kngflow.mechanisms.hardening`):
+        the release is the constrained minimiser, whose law has atoms on the faces of the
+        ball, so no density bound; the solve is certified to within ``eta``
+        (:meth:`_certified`; ``eta = 8 ||e|| / gamma``, :meth:`_evaluation_error`) or the
+        release raises."""
+        scale = abs(float(stats.scale))
+        return coupling_hardening(self.bound * scale, self._eta(stats, epsilon) * scale, stats.d)
 
 
 class ObjectivePerturbation(ExtendedObjectivePerturbation):

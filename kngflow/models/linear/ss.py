@@ -85,6 +85,7 @@ from kngflow.norms import ConvexBodyNorm, get_norm
 from kngflow.models.linear.problem import LinearStats
 from kngflow.mechanisms.base import check_choice, check_epsilon, check_int, check_positive
 from kngflow.mechanisms.claims import StatisticNoise
+from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, lipschitz_hardening, snap
 from kngflow.models.linear.mechanisms import _Linear
 
 __all__ = [
@@ -319,7 +320,13 @@ class SufficientStatistics(_Linear):
     def privacy_claim(self) -> StatisticNoise:
         """K-norm noise on the scaled sufficient statistics, audited on records whose intercept is 1."""
         return StatisticNoise(statistic=self.statistic, noise=self.statistic_noise,
-                              restrict_records=self.restrict_audit_records)
+                              restrict_records=self.restrict_audit_records, additive_centre=self.centre)
+
+    def centre(self, stats) -> np.ndarray:
+        """The non-private estimate of the same estimator (eq. 5 or 6 without noise), in
+        original units: the bit-level audit's centre."""
+        p = stats.d - 1
+        return self.estimate(stats_t(stats), stats.n, p, 0.0) * stats.scale
 
     @staticmethod
     def restrict_audit_records(boundary: np.ndarray, fill: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -371,9 +378,32 @@ class SufficientStatistics(_Linear):
             G[np.diag_indices_from(G)] += lam
         return np.linalg.pinv(G) @ c
 
+    def hardening(self, stats, epsilon) -> Hardening:
+        """Lipschitz route on the noisy statistic ``T + V`` (site "statistic"; the estimate is
+        post-processing of the snapped statistic).
+
+        ``V ∝ exp(-||v||_K / s)``, ``s = Delta / eps``: ``L = ||(1, ..., 1)||_K / s`` with
+        ``||1||_K`` = 1 (ℓ∞), ``d_T`` (ℓ1) and at most ``d_T / 2`` for ``K_T`` (``2 e_j`` lies
+        in ``K``).  Clamp ``B = 2n + 128 (d_T + 1) s``: ``|T_k| <= 2n``, and a coordinate of
+        ``V`` exceeds ``128 (d_T + 1) s`` only when the gamma radius exceeds 64 times its mean.
+        Rounding: each entry of ``G`` and ``c`` sums ``n`` products of size at most 1, an
+        error of at most ``n u n`` in any order of summation, and ``T + V`` plus the dither add
+        at most ``64 u 2B``: ``eta = (2 n^2 + 128 B) u``, ``u = 2^-53``.
+        """
+        p = stats.d - 1
+        dim = t_dim(p)
+        scale = self.sensitivity(p) / epsilon
+        width = {"linf": 1.0, "l1": float(dim), "kt": 0.5 * dim}[self.norm]
+        bound = 2.0 * stats.n + 128.0 * (dim + 1) * scale
+        eta = (2.0 * float(stats.n) ** 2 + 128.0 * bound) * UNIT_ROUNDOFF
+        return lipschitz_hardening(width / scale, bound, eta, dim, epsilon, site="statistic")
+
     def _release(self, stats, epsilon, rng):
         check_intercept(stats)
         p = stats.d - 1
         V, tries = self.noise(p, epsilon, rng)
-        theta = self.estimate(stats_t(stats) + V, stats.n, p, self.penalty(p, epsilon))
+        T = stats_t(stats) + V
+        if self.hardened:
+            T = snap(T, self.hardening(stats, epsilon), rng)
+        theta = self.estimate(T, stats.n, p, self.penalty(p, epsilon))
         return theta, {"sampler": "exact", "acceptance": 1.0 / tries, "steps": tries}

@@ -51,10 +51,12 @@ from scipy.special import expit
 from kngflow.mechanisms import erm
 from kngflow.mechanisms.base import Release, check_epsilon, check_int, check_positive, check_probability, check_rng
 from kngflow.mechanisms.claims import Composed, Density, StatisticNoise
-from kngflow.mechanisms.erm import (DEFAULT_REG, _ERM, _release, audit_iterates, dpsgd_accountant_epsilon,
+from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, lipschitz_hardening, snap
+from kngflow.mechanisms.erm import (GAUSS_REACH, DEFAULT_REG, _ERM, gaussian_lipschitz, _release, audit_iterates, dpsgd_accountant_epsilon,
                                     dpsgd_noise_multiplier, gaussian_gd_noise_multiplier, poisson_sample,
                                     printed_gd_sigma)
-from kngflow.models.logistic.mechanisms import check_logistic_data, perturbed_log_density
+from kngflow.models.logistic.mechanisms import (certified_minimiser, check_logistic_data, objective_hardening,
+                                                perturbed_log_density)
 from kngflow.models.logistic.problem import perturbed_minimiser
 from kngflow.noise import knorm
 
@@ -236,8 +238,19 @@ class ObjectivePerturbationChaudhuri(_LogisticLoss, _ERM):
         if not (math.isfinite(scale) and math.isfinite(gamma)):  # eps ~ 1e-300: 0-DP fallback
             return _release(np.zeros(d), 0, "none")
         V = knorm(rng, "l2", d, scale)
-        theta, it, _ = perturbed_minimiser(data.X, data.y, gamma, V, self.tol * (n + float(np.linalg.norm(V))), self.max_iter)
+        if self.hardened:
+            theta, it = certified_minimiser(data.X, data.y, gamma, V, self.max_iter)
+        else:
+            theta, it, _ = perturbed_minimiser(data.X, data.y, gamma, V, self.tol * (n + float(np.linalg.norm(V))),
+                                               self.max_iter)
         return _release(theta, it)
+
+    def hardening(self, data, epsilon) -> Hardening:
+        """:func:`~kngflow.models.logistic.mechanisms.objective_hardening` with Algorithm 2's
+        ridge ``n (reg + m Delta)`` and ℓ2 noise of scale ``2 L / eps'``."""
+        n, d = self.check_data(data).X.shape
+        eps_p, delta_reg = self.constants(n, d, epsilon)
+        return objective_hardening(n, d, n * (self.reg + d * delta_reg), 2.0 * lipschitz(d) / eps_p, "l2", epsilon)
 
 
 # --------------------------------------------------------------------------------------
@@ -397,6 +410,26 @@ class DPSGD(_LogisticLoss, _ERM):
             return 0.0
         return 2.0 * dpsgd_accountant_epsilon(z, q, T, self.accountant_target(epsilon)[1])
 
+    def hardening(self, data, epsilon) -> Hardening:
+        """Lipschitz route on each step's noisy sum ``S_b + N(0, (zC)^2 I)`` (site
+        "statistic", ``T`` snaps; the iterates and the release are post-processing).
+
+        Given the Poisson batch ``b`` (drawn without looking at the data), the step is
+        Gaussian around ``S_b(D)``, so the rounding lemma holds batch by batch with
+        :func:`~kngflow.mechanisms.erm.gaussian_lipschitz` ``(d, zC)``, and so for the
+        mixture over batches.  Clamp ``B = n C + 64 zC``.  Rounding: ``S_b`` sums at most ``n``
+        clipped gradients of norm at most ``C``, within ``n u n C`` in any order of summation;
+        the sums with the noise and the dither add ``16 u 2B``.  ``u = 2^-53``.
+        """
+        n, d = self.check_data(data).X.shape
+        z = self.noise_multiplier(n, epsilon)
+        C = self.clip_norm(d)
+        q, T = self.schedule(n)
+        sigma = (z if z is not None else 1.0) * C
+        bound = n * C + GAUSS_REACH * sigma
+        eta = (float(n) ** 2 * C + 32.0 * bound) * UNIT_ROUNDOFF
+        return lipschitz_hardening(gaussian_lipschitz(d, sigma), bound, eta, d, epsilon, snaps=T, site="statistic")
+
     def release(self, data, epsilon, rng) -> Release:
         data = self.check_data(data)
         epsilon = check_epsilon(epsilon)
@@ -409,6 +442,7 @@ class DPSGD(_LogisticLoss, _ERM):
         C = self.clip_norm(d)
         lr = self.lr if self.lr is not None else 1.0 / (d / 4.0 + self.reg)
         X, y, reg, norm = data.X, data.y, self.reg, q * n
+        h = self.hardening(data, epsilon) if self.hardened else None
         theta = np.zeros(d)
         for _ in range(T):
             idx = poisson_sample(rng, n, q)
@@ -416,5 +450,7 @@ class DPSGD(_LogisticLoss, _ERM):
             G = Xb * (expit(Xb @ theta) - y[idx])[:, None]
             scale = np.minimum(1.0, C / np.maximum(np.sqrt(np.einsum("ij,ij->i", G, G)), 1e-300))
             s = scale @ G + rng.standard_normal(d) * (z * C)
+            if h is not None:
+                s = snap(s, h, rng)
             theta = theta - lr * (s / norm + reg * theta)
         return _release(theta, T)
