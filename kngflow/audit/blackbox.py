@@ -271,6 +271,8 @@ def blackbox_audit(
     alpha : family-wise error: an ε-DP mechanism is flagged w.p. at most ``alpha``.
     progress : optional callable ``progress(releases_done)``.
 
+    Notes
+    -----
     A mechanism with ``delta > 0`` ((ε, δ)-DP) is tested at its δ: the bound is on ε given
     that δ (``P_D(E) <= e^ε P_D'(E) + δ``).
     """

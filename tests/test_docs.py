@@ -1,0 +1,300 @@
+"""The README and the docs pages run as written, and the documentation site builds.
+
+What a fenced code block means to this test (every fence must name a language):
+
+* ``python``: run, in order, in one namespace per page, in a fresh temporary working
+  directory per page (the page's commands run there too). A block whose first line is
+  ``# file: NAME`` is written to ``NAME`` in that directory instead of being run.
+* ``bash`` / ``console``: every command line runs (a ``$ `` prompt is stripped, ``\\``
+  continuations are joined, ``&&`` chains are split, comments are dropped). ``kngflow ...``
+  and ``python ...`` commands run in a subprocess in the working directory and must exit
+  with status 0, or with ``N`` where the line's comment says ``exit N``. ``pip install``
+  is not run (the test runs in the installed environment) and neither is
+  ``python -m pytest`` (the suite this test belongs to). Any other command fails the
+  test, so nothing in a code block goes unchecked.
+* ``toml``: parsed; a study spec (a ``[grid]`` table) must load with
+  :func:`kngflow.sweep.parse_spec`; a ``# file: NAME`` block is written to ``NAME`` and,
+  where ``NAME`` is a file of the repository, must equal it.
+* ``text``: transcripts, trees and other output; not checked.
+
+Studies run on reduced copies. The working directory holds copies of ``workflows/`` and
+``cluster/``; each ``workflows/*.toml`` copy keeps its problem and mechanisms and shrinks
+its grid to ``replicates = 3``, the ``n`` values up to 10^4 (at least the smallest) and
+at most three ε (the smallest, a middle one and the largest). So a block's
+``kngflow run workflows/kng_linear.toml --store results/kng_linear.zarr`` runs exactly
+as written, in seconds instead of minutes or hours. ``kngflow run`` gets
+``--no-dashboard --no-progress``, and ``--workers 2`` where the line names no target.
+Audits are reduced the same way: ``kngflow audit`` gets ``--draws 2000`` (appended, so it
+overrides the line's own ``--draws``); every documented exit status (pass 0, flagged 1)
+holds at that size, and the results at full size are the tables of docs/audits.md.
+
+Cluster placeholders (docs/cluster.md): the test starts a ``dask scheduler`` and one
+``dask worker`` (which cannot read the working directory) and puts their address for
+``tcp://head:8786`` and their scheduler file for ``/shared/scheduler.json``.
+
+The files of docs/plugins.md's ``# file:`` blocks are written into every working
+directory, which is on ``PYTHONPATH`` (docs/audits.md audits that plug-in). docs/plugins.md
+itself runs in tests/test_plugins.py, not here; the API pages (``docs/api/``) hold no
+examples of their own.
+
+Output shown as comments in a block is not compared.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tomllib
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from conftest import kngflow_command
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+NOT_HERE = {DOCS / "plugins.md"}  # tests/test_plugins.py runs it
+PAGES = [ROOT / "README.md"] + sorted(p for p in DOCS.rglob("*.md") if p not in NOT_HERE
+                                      and DOCS / "api" not in p.parents)
+FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[^\n`]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.S | re.M)
+CHECKED = {"python", "bash", "console", "toml", "text"}
+PLACEHOLDERS = ("tcp://head:8786", "/shared/scheduler.json")
+SMALL_N = 10_000
+REPLICATES = 3
+AUDIT_DRAWS = 2_000
+
+
+def blocks(path: Path) -> list[tuple[str, str]]:
+    """``[(language, body)]`` of the page's fenced blocks, in order (indented ones dedented)."""
+    out = []
+    for m in FENCE.finditer(path.read_text()):
+        indent = len(m["indent"])
+        body = "".join(line[indent:] for line in m["body"].splitlines(keepends=True))
+        out.append((m["lang"].strip(), body))
+    return out
+
+
+def commands(body: str, lang: str) -> list[tuple[str, int]]:
+    """``[(command, expected exit status)]`` of a bash/console block (console: ``$ `` lines only)."""
+    lines, current = [], ""
+    for raw in body.splitlines():
+        if lang == "console" and not current:
+            if not raw.startswith("$ "):
+                continue  # output
+            raw = raw[2:]
+        if raw.rstrip().endswith("\\"):
+            current += raw.rstrip()[:-1] + " "
+            continue
+        lines.append((current + raw).strip())
+        current = ""
+    out = []
+    for line in lines:
+        code, _, comment = _split_comment(line)
+        status = int(m.group(1)) if (m := re.search(r"exit (\d+)", comment)) else 0
+        out += [(part.strip(), status) for part in code.split("&&") if part.strip()]
+    return out
+
+
+def _split_comment(line: str) -> tuple[str, str, str]:
+    """Split ``line`` at the first ``#`` outside quotes."""
+    quote = None
+    for i, ch in enumerate(line):
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i].rstrip(), "#", line[i + 1:]
+    return line, "", ""
+
+
+def reduce_spec(text: str) -> str:
+    """A study spec with the reduced grid of this module's docstring (same problem and mechanisms)."""
+    from kngflow.sweep import parse_spec
+
+    grid = tomllib.loads(text)["grid"]
+    eps = sorted(set(grid["epsilon"]))
+    small = {"n": sorted(v for v in grid["n"] if v <= SMALL_N) or [min(grid["n"])],
+             "epsilon": sorted({eps[0], eps[len(eps) // 2], eps[-1]}),
+             "replicates": min(grid["replicates"], REPLICATES)}
+    out, in_grid = [], False
+    for line in text.splitlines():
+        if line.startswith("["):
+            in_grid = line.strip() == "[grid]"
+        key = line.split("=")[0].strip()
+        if in_grid and key in small:
+            line = f"{key} = {small[key]!r}"
+        out.append(line)
+    reduced = "\n".join(out) + "\n"
+    spec = parse_spec(reduced)
+    assert list(spec.n) == small["n"] and len(spec.replicates) == small["replicates"], reduced
+    return reduced
+
+
+def plugin_files() -> dict[str, str]:
+    from test_plugins import doc_blocks
+
+    return doc_blocks()[0]
+
+
+def workdir(tmp: Path) -> Path:
+    """A working directory with the reduced ``workflows/``, ``cluster/`` and the plug-in files."""
+    (tmp / "workflows").mkdir()
+    for spec in (ROOT / "workflows").glob("*.toml"):
+        (tmp / "workflows" / spec.name).write_text(reduce_spec(spec.read_text()))
+    shutil.copytree(ROOT / "cluster", tmp / "cluster")
+    for name, text in plugin_files().items():
+        (tmp / name).write_text(text)
+    return tmp
+
+
+def environment(folder: Path) -> dict:
+    return {**os.environ, "MPLBACKEND": "Agg",
+            "PYTHONPATH": os.pathsep.join([str(folder), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+
+def run_command(command: str, status: int, folder: Path, env: dict, where: str, targets: dict) -> None:
+    for placeholder, value in targets.items():
+        command = command.replace(placeholder, value)
+    argv = shlex.split(command)
+    if argv[0] == "pip" or argv[:3] == ["python", "-m", "pytest"]:
+        return
+    if argv[0] == "kngflow":
+        argv = [*kngflow_command(), *argv[1:]]
+        if argv[len(kngflow_command())] == "run":
+            argv += ["--no-dashboard", "--no-progress"]
+            if not {"--workers", "--scheduler", "--scheduler-file", "--cluster"} & set(argv):
+                argv += ["--workers", "2"]
+        elif argv[len(kngflow_command())] == "audit":
+            argv += ["--draws", str(AUDIT_DRAWS)] + ([] if "--no-progress" in argv else ["--no-progress"])
+    elif argv[0] == "python":
+        argv = [sys.executable, *argv[1:]]
+    else:
+        pytest.fail(f"{where}: `{command}` is neither a kngflow nor a python command; mark the block `text` "
+                    "if it is not meant to run")
+    proc = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == status, (where, command, proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
+    assert "Traceback" not in proc.stderr, (where, command, proc.stderr[-3000:])
+
+
+def check_toml(body: str, folder: Path, where: str) -> None:
+    from kngflow.sweep import parse_spec
+
+    raw = tomllib.loads(body)
+    first = body.splitlines()[0]
+    if "grid" in raw:
+        parse_spec(body)
+    if first.startswith("# file: "):
+        name = first[len("# file: "):].strip()
+        if (ROOT / name).exists():
+            assert (ROOT / name).read_text() == body[len(first) + 1:], f"{where}: differs from {name}"
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(body[len(first) + 1:])
+
+
+@pytest.fixture
+def cluster_targets(tmp_path_factory):
+    """A scheduler and one worker for the placeholders, started on first use."""
+    started = {}
+
+    def start(deny: Path) -> dict:
+        if not started:
+            from daskprocs import DaskProcesses
+
+            procs = DaskProcesses(tmp_path_factory.mktemp("dask"), deny=deny)
+            started["procs"] = procs
+            procs.start()
+            procs.start_worker()
+            procs.wait_for_workers(1)
+            started["targets"] = {"tcp://head:8786": procs.address,
+                                  "/shared/scheduler.json": str(procs.scheduler_file)}
+        return started["targets"]
+
+    yield start
+    if started:
+        started["procs"].close()
+
+
+def test_every_page_has_its_fences_marked():
+    """Every fenced block names one of the languages above (an unmarked block would go unchecked)."""
+    for page in PAGES + [DOCS / "plugins.md"]:
+        for lang, _ in blocks(page):
+            assert lang in CHECKED, f"{page.relative_to(ROOT)}: a ```{lang} block"
+
+
+def test_reduced_specs_keep_their_design():
+    """The reduction touches the grid only: same problem, mechanisms and seed, a smaller grid."""
+    from kngflow.sweep import parse_spec
+
+    for path in (ROOT / "workflows").glob("*.toml"):
+        full, small = parse_spec(path.read_text()), parse_spec(reduce_spec(path.read_text()))
+        assert (small.seed, small.problem_name, small.problem_options) == \
+               (full.seed, full.problem_name, full.problem_options)
+        assert [m.label for m in small.mechanisms] == [m.label for m in full.mechanisms]
+        assert set(small.n) <= set(full.n) and set(small.epsilon) <= set(full.epsilon)
+        assert len(small.replicates) <= REPLICATES
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_page_runs_as_written(page, tmp_path, monkeypatch, cluster_targets):
+    found = blocks(page)
+    if not any(lang in ("python", "bash", "console", "toml") for lang, _ in found):
+        pytest.skip("no code on this page")
+    folder = workdir(tmp_path)
+    env = environment(folder)
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.syspath_prepend(str(folder))
+    targets = cluster_targets(folder) if any(p in page.read_text() for p in PLACEHOLDERS) else {}
+    namespace = {"__name__": f"docs_{page.stem}"}
+    for i, (lang, body) in enumerate(found):
+        where = f"{page.relative_to(ROOT)}, block {i + 1} ({lang})"
+        if lang == "python":
+            first = body.splitlines()[0]
+            if first.startswith("# file: "):
+                (folder / first[len("# file: "):].strip()).write_text(body)
+                continue
+            with redirect_stdout(io.StringIO()):
+                try:
+                    exec(compile(body, where, "exec"), namespace)  # noqa: S102 - the docs' own examples
+                except Exception as exc:  # noqa: BLE001 - name the block
+                    pytest.fail(f"{where} raised {type(exc).__name__}: {exc}\n{body}")
+        elif lang in ("bash", "console"):
+            for command, status in commands(body, lang):
+                run_command(command, status, folder, env, where, targets)
+        elif lang == "toml":
+            check_toml(body, folder, where)
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
+def test_the_readme_is_a_guide():
+    """The README stays short, keeps the test command of .ci/run and links the docs pages."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250
+    assert 'pip install -e ".[test]" && python -m pytest -q -n 2' in text
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "python -m pytest -q -n 2\n" in ci
+    for page in ("docs/index.md", "docs/studies.md", "docs/privacy.md", "docs/audits.md", "docs/performance.md",
+                 "docs/cluster.md", "docs/plugins.md"):
+        assert f"]({page})" in text, page
+        assert (ROOT / page).exists(), page
+
+
+def test_mkdocs_build_strict(tmp_path):
+    """``mkdocs build --strict``: warnings (a broken link or anchor, a docstring griffe cannot
+    read, a page missing from the nav) are errors."""
+    pytest.importorskip("mkdocs")
+    pytest.importorskip("mkdocstrings")
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    assert (tmp_path / "site" / "api" / "mechanisms" / "index.html").read_text().count("get_mechanism") > 0
