@@ -26,7 +26,8 @@ as written, in seconds instead of minutes or hours. ``kngflow run`` gets
 ``--no-dashboard --no-progress``, and ``--workers 2`` where the line names no target.
 Audits are reduced the same way: ``kngflow audit`` gets ``--draws 2000`` (appended, so it
 overrides the line's own ``--draws``); every documented exit status (pass 0, flagged 1)
-holds at that size, and the results at full size are the tables of docs/audits.md.
+holds at that size, and the results at full size are the tables of docs/audits.md. A
+block made only of ``kngflow audit`` lines (audits write nothing) runs two at a time.
 
 Cluster placeholders (docs/cluster.md): the test starts a ``dask scheduler`` and one
 ``dask worker`` (which cannot read the working directory) and puts their address for
@@ -50,6 +51,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -266,8 +268,14 @@ def test_page_runs_as_written(page, tmp_path, monkeypatch, cluster_targets):
                 except Exception as exc:  # noqa: BLE001 - name the block
                     pytest.fail(f"{where} raised {type(exc).__name__}: {exc}\n{body}")
         elif lang in ("bash", "console"):
-            for command, status in commands(body, lang):
-                run_command(command, status, folder, env, where, targets)
+            found_commands = commands(body, lang)
+            if found_commands and all(c.startswith("kngflow audit ") for c, _ in found_commands):
+                # audits write nothing: a block of them runs two at a time
+                with ThreadPoolExecutor(2) as pool:
+                    list(pool.map(lambda cs: run_command(*cs, folder, env, where, targets), found_commands))
+            else:
+                for command, status in found_commands:
+                    run_command(command, status, folder, env, where, targets)
         elif lang == "toml":
             check_toml(body, folder, where)
     import matplotlib.pyplot as plt
