@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import textwrap
 from pathlib import Path
 
@@ -152,8 +153,14 @@ def test_kngflow_audit_prints_the_guarantee_of_the_hardened_release():
                       "--pair", "(0,0) + (1,1) -> (-1,-1)", "--no-progress")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "hardened: estimate snapped to the grid 2^-" in out.stdout and "-DP at declared (ε, δ) = (1, 0)" in out.stdout
-    out = kngflow_cli("audit", "output", "--problem", "logistic", "--draws", "2000", "--no-progress")
-    assert "hardened: noisy statistic (1 per release)" in out.stdout, out.stdout + out.stderr
+    out = kngflow_cli("audit", "ss", "--problem", "linear", "--draws", "2000", "--no-progress")
+    assert out.returncode == 0 and "hardened: noisy statistic (1 per release)" in out.stdout, out.stdout + out.stderr
+    out = kngflow_cli("audit", "kng", "--problem", "quantile", "--draws", "2000", "--no-progress")
+    assert out.returncode == 0 and "hardened: estimate snapped" in out.stdout, out.stdout + out.stderr
+    assert re.search(r"\(1, \d\.\de-\d\d\)-DP at declared \(ε, δ\) = \(1, 0\)", out.stdout), out.stdout  # δ′ > 0
+    out = kngflow_cli("audit", "kng", "--problem", "quantile", "--option", "hardened=false", "--draws", "2000",
+                      "--no-progress")
+    assert "not hardened: the float64 release itself" in out.stdout, out.stdout + out.stderr
 
 
 def test_a_real_data_spec_runs_hardened_and_the_store_says_so(tmp_path):
@@ -194,8 +201,9 @@ def test_a_real_data_spec_runs_hardened_and_the_store_says_so(tmp_path):
     assert _on_grid(est[np.isfinite(est)], h.grid)
     # a plug-in that cannot be hardened on real data: one line naming the field, exit 2, nothing written
     bad = tmp_path / "bad.toml"
-    bad.write_text(spec.read_text().replace('kind = "objective_ext"\n        hardened = false',
-                                             f'kind = "{__name__}:NoHardening"'))
+    text = spec.read_text()
+    assert 'kind = "objective_ext"\nhardened = false' in text
+    bad.write_text(text.replace('kind = "objective_ext"\nhardened = false', f'kind = "{__name__}:NoHardening"'))
     store2 = tmp_path / "bad.zarr"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
     out = kngflow_cli("run", bad, "--store", store2, "--workers", 1, "--no-dashboard", "--no-progress", env=env)
