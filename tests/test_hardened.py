@@ -195,6 +195,12 @@ def test_a_real_data_spec_runs_hardened_and_the_store_says_so(tmp_path):
 
     ds = xr.open_zarr(store)
     assert json.loads(ds.attrs["hardened"]) == {"Linf": True, "Linf_plain": False}
+    assert "releases of Linf were hardened" in ds.attrs["caveats"]
+    assert "releases of Linf_plain were not hardened" in ds.attrs["caveats"]
+    rep = kngflow_cli("report", store, "--out", tmp_path / "report")
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    md = next((tmp_path / "report").glob("*.md")).read_text()
+    assert "releases of Linf were hardened" in md and "Linf_plain were not hardened" in md
     est = ds["estimate"].sel(mechanism="Linf").values
     h = get_mechanism("logistic", "objective_ext").hardening(get_problem("logistic", dataset="fair").simulate(
         6366, np.random.default_rng(0)), 1.0)

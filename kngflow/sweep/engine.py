@@ -317,7 +317,7 @@ def store_attrs(spec: Spec, history: list | None = None) -> dict:
         "spec_canonical": json.dumps(spec.canonical(), sort_keys=True),
         "spec_history": json.dumps(history or []),
         "versions": json.dumps(package_versions(), sort_keys=True),
-        "caveats": str(problem.caveats),
+        "caveats": _caveats(problem, mechs),
         # what theta_star is (error = the distance to it): "truth" unless the problem says otherwise
         "reference": str(problem.reference),
         # delta of each mechanism's privacy claim (0: pure epsilon-DP), read by the analysis and the report
@@ -335,6 +335,22 @@ def store_attrs(spec: Spec, history: list | None = None) -> dict:
         "seed": spec.seed,
         "title": spec.name,
     }
+
+
+def _caveats(problem, mechs: dict) -> str:
+    """The problem's caveats, then what the floating-point releases cover: which private
+    mechanisms' releases were hardened (snapped to a public grid) and which were not."""
+    hard = [label for label, m in mechs.items() if m.private and m.hardened]
+    soft = [label for label, m in mechs.items() if m.private and not m.hardened]
+    parts = [str(problem.caveats).strip()] if str(problem.caveats).strip() else []
+    if hard:
+        parts.append(f"releases of {', '.join(hard)} were hardened: snapped to a public grid with a uniform dither "
+                     "(kngflow.mechanisms.hardening), (epsilon', delta')-DP as kngflow audit prints")
+    if soft:
+        parts.append(f"releases of {', '.join(soft)} were not hardened: their float64 low bits depend on the data "
+                     "(a floating-point attack reads more than epsilon from them; fine for simulation studies, "
+                     "not for publishing releases of real data)")
+    return "; ".join(parts)
 
 
 def _data_variables(problem) -> dict:
