@@ -443,6 +443,9 @@ class DPSGD(_LogisticLoss, _ERM):
         lr = self.lr if self.lr is not None else 1.0 / (d / 4.0 + self.reg)
         X, y, reg, norm = data.X, data.y, self.reg, q * n
         h = self.hardening(data, epsilon) if self.hardened else None
+        # the dither comes from a stream 2^128 draws ahead, so the batches and the noise are
+        # those of the unhardened release (the hardened one is its snapping, step by step)
+        dither = np.random.Generator(rng.bit_generator.jumped()) if h is not None else None
         theta = np.zeros(d)
         for _ in range(T):
             idx = poisson_sample(rng, n, q)
@@ -451,6 +454,6 @@ class DPSGD(_LogisticLoss, _ERM):
             scale = np.minimum(1.0, C / np.maximum(np.sqrt(np.einsum("ij,ij->i", G, G)), 1e-300))
             s = scale @ G + rng.standard_normal(d) * (z * C)
             if h is not None:
-                s = snap(s, h, rng)
+                s = snap(s, h, dither)
             theta = theta - lr * (s / norm + reg * theta)
         return _release(theta, T)
