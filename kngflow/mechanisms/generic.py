@@ -118,19 +118,19 @@ class NonPrivateBase(Mechanism):
         return f"{type(self).__name__}()"
 
 
-#: samplers whose rounding a hardened release bounds, and the rounded operations per
-#: coordinate of the released value (``steps`` sweeps of ``d`` coordinates): the chains'
-#: positions are sums of data-independent proposals (moves along precomputed directions
-#: touch every coordinate), exact and Gibbs draws are a few operations on public bounds
-HARDENABLE_SAMPLERS = ("exact", "gibbs", "metropolis")
+#: samplers whose rounding a hardened release bounds (:func:`sampler_hardening`): the
+#: chains' positions are sums of data-independent proposals, and the exact draws (1-D
+#: quantiles) an order statistic plus a uniform offset.  Coordinate Gibbs is not among
+#: them: its breakpoints divide by covariates, whose rounding has no public bound.
+HARDENABLE_SAMPLERS = ("exact", "metropolis")
 
 
 def sampler_hardening(name: str, steps: int, d: int, bound: float, dims: int | None = None) -> Hardening:
     """The coupling-route :class:`~kngflow.mechanisms.hardening.Hardening` of a release drawn on
     ``{|theta_j| <= bound}`` by sampler ``name``.
 
-    Rounding: an exact or Gibbs draw is at most 64 rounded operations on values of size at
-    most ``2 bound``; a Metropolis chain adds at most ``4 steps d`` rounded moves to each
+    Rounding: an exact draw is at most 64 rounded operations on values of size at most
+    ``2 bound``; a Metropolis chain adds at most ``4 steps d`` rounded moves to each
     coordinate (one per coordinate and sweep, ``d`` per sweep along preconditioned
     directions, each twice for proposal and undo), so
     ``eta = (4 steps d + 64) u 2 bound`` with ``u = 2^-53``.  Decisions (accept/reject) are
