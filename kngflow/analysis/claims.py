@@ -1,0 +1,616 @@
+"""A paper's claims as executable checks on a store, with Monte Carlo uncertainty.
+
+A study may ship its paper's claims beside its spec (``workflows/NAME.claims.toml`` next to
+``workflows/NAME.toml``).  Each claim is one table of ``[[claims]]``::
+
+    study = "knorm_randhie"          # optional: the spec's name the claims are about
+
+    [[claims]]
+    id = "fig4-order"
+    type = "ordering"                # ordering | ratio | reaches | epsilon_factor | slope
+    source = "Awan & Slavkovic, Figure 4"
+    statement = "Linf beats L1 at every epsilon >= 1/4"
+    statistic = "median_error"       # see STATISTICS
+    mechanisms = ["Linf", "L1"]      # best first
+    epsilon = [0.25, 0.5, 1.0]       # optional selections (default: the whole grid)
+
+:func:`load_claims` validates a file (one-line :class:`ClaimsError` naming the claim, the
+field and what is allowed); :func:`evaluate_claims` checks the claims against a store and
+returns one :class:`Verdict` per claim; :func:`verdict_table` renders them as Markdown.
+
+Uncertainty.  Every statistic is a smooth functional of the replicates of a cell, so it has
+an influence value ``psi_i`` per replicate (mean: ``x_i - mean``; RMSE: ``(x_i^2 - mse) /
+(2 rmse)``; median: ``sign(x_i - median)`` times the McKean-Schrader SE times ``sqrt(k)``;
+coverage: the replicate's fraction minus the mean).  The Monte Carlo SE of the statistic is
+``sd(psi)/sqrt(k)``, and because every mechanism (and every epsilon) of a replicate sees
+the same data set, contrasts between two cells are paired: the SE of ``log(A/B)`` is
+``sd(psi_A/A - psi_B/B)/sqrt(k)`` over the replicates finished for both.  A claim over
+``m`` comparisons uses z-intervals at ``level`` with a Bonferroni split
+(``z = Phi^-1(1 - (1 - level)/(2m))``), so a claim's verdict is wrong with probability at
+most ``1 - level`` (one-sided, per direction).  Verdicts:
+
+* ``agrees``: every comparison's interval lies on the claimed side (inside the claimed band);
+* ``disagrees``: some comparison's interval lies wholly on the wrong side (outside the band);
+* ``inconclusive``: otherwise (more replicates would decide: see ``kngflow plan --target-mcse``).
+
+The module names no problem and no mechanism: mechanism labels come from the claims file
+and are checked against the store's.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from scipy import special
+
+from . import summaries as _s
+
+__all__ = [
+    "ClaimsError",
+    "Claim",
+    "Verdict",
+    "STATISTICS",
+    "CLAIM_TYPES",
+    "VERDICTS",
+    "load_claims",
+    "parse_claims",
+    "evaluate_claims",
+    "check_claims",
+    "verdict_table",
+    "default_claims_path",
+    "cell_statistic",
+    "replicates_for_target",
+]
+
+VERDICTS = ("agrees", "disagrees", "inconclusive")
+
+#: statistic -> (which direction is better, its contrast scale, what it is)
+STATISTICS: dict[str, tuple[str, str]] = {
+    "mean_error": ("lower", "mean of the error over replicates"),
+    "median_error": ("lower", "median of the error over replicates (McKean-Schrader SE)"),
+    "rmse": ("lower", "root mean square of the error over replicates"),
+    "coverage": ("higher", "average fraction of slopes (coef >= 1) inside the non-private 95% CI "
+                           "(Awan-Slavkovic Algorithm 4)"),
+}
+
+_COMMON = {"id", "type", "source", "statement", "statistic", "n", "epsilon", "level"}
+#: claim type -> (required fields, optional fields, what it checks)
+CLAIM_TYPES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
+    "ordering": (("mechanisms",), (), "mechanisms[0] better than mechanisms[1] better than ... at every selected cell"),
+    "ratio": (("numerator", "denominator"), ("min", "max"),
+              "statistic(numerator) / statistic(denominator) within [min, max] at every selected cell"),
+    "reaches": (("mechanism",), ("target", "tolerance"),
+                "mechanism no worse than target (default: the non-private reference) by more than "
+                "the relative tolerance (default 0.1) at every selected cell"),
+    "epsilon_factor": (("mechanism", "target"), ("factor", "tolerance"),
+                       "mechanism at epsilon at least as good as target at factor*epsilon (default 2), "
+                       "within the relative tolerance (default 0.1)"),
+    "slope": (("mechanism",), ("min", "max"),
+              "log-log slope of the statistic against n (WLS, weights 1/SE^2) within [min, max] per epsilon"),
+}
+
+
+class ClaimsError(ValueError):
+    """A claims file that cannot be read or does not fit the store (one line)."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One validated claim (see the module docstring for the fields)."""
+
+    id: str
+    type: str
+    source: str
+    statement: str
+    statistic: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    n: tuple[int, ...] | None = None
+    epsilon: tuple[float, ...] | None = None
+    level: float = 0.95
+
+
+@dataclass
+class Verdict:
+    """The outcome of one claim: ``verdict`` is one of :data:`VERDICTS`; ``numbers`` holds one
+    dict per comparison (cell, value, se, interval lo/hi, and whether it holds)."""
+
+    id: str
+    source: str
+    statement: str
+    verdict: str
+    statistic: str
+    summary: str
+    numbers: list[dict[str, Any]] = field(default_factory=list)
+    z: float = float("nan")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "source": self.source, "statement": self.statement, "verdict": self.verdict,
+                "statistic": self.statistic, "summary": self.summary, "z": self.z, "numbers": self.numbers}
+
+
+# --------------------------------------------------------------------------
+# loading
+# --------------------------------------------------------------------------
+def _num_list(value, what: str, where: str, integer: bool = False) -> tuple:
+    vals = value if isinstance(value, list) else [value]
+    out = []
+    for v in vals:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and float(v) != int(v)):
+            raise ClaimsError(f"{where}: {what} must be {'an integer' if integer else 'a number'} or a list of them, "
+                              f"got {v!r}")
+        out.append(int(v) if integer else float(v))
+    if not out:
+        raise ClaimsError(f"{where}: {what} is an empty list")
+    return tuple(out)
+
+
+def parse_claims(text: str, source: str = "claims") -> tuple[str | None, list[Claim]]:
+    """Validate the TOML text of a claims file: ``(study or None, claims)``; :class:`ClaimsError` otherwise."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ClaimsError(f"{source}: not valid TOML ({exc})") from None
+    unknown = sorted(set(raw) - {"study", "claims", "level"})
+    if unknown:
+        raise ClaimsError(f"{source}: unknown top-level field {unknown[0]!r}; allowed: claims, level, study")
+    study = raw.get("study")
+    if study is not None and not isinstance(study, str):
+        raise ClaimsError(f"{source}: study must be a string")
+    entries = raw.get("claims")
+    if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
+        raise ClaimsError(f"{source}: no [[claims]] tables")
+    default_level = raw.get("level", 0.95)
+    claims, seen = [], set()
+    for i, e in enumerate(entries, 1):
+        cid = e.get("id")
+        where = f"{source}: claim {cid!r}" if isinstance(cid, str) and cid else f"{source}: claim #{i}"
+        if not isinstance(cid, str) or not cid:
+            raise ClaimsError(f"{where}: id is required (a string)")
+        if cid in seen:
+            raise ClaimsError(f"{where}: duplicate id")
+        seen.add(cid)
+        ctype = e.get("type")
+        if ctype not in CLAIM_TYPES:
+            raise ClaimsError(f"{where}: unknown claim type {ctype!r}; allowed: {', '.join(CLAIM_TYPES)}")
+        required, optional, _ = CLAIM_TYPES[ctype]
+        allowed = _COMMON | set(required) | set(optional)
+        extra = sorted(set(e) - allowed)
+        if extra:
+            raise ClaimsError(f"{where}: unknown field {extra[0]!r} for type {ctype!r}; allowed: "
+                              f"{', '.join(sorted(allowed))}")
+        missing = [f for f in required + ("source", "statement", "statistic") if f not in e]
+        if missing:
+            raise ClaimsError(f"{where}: missing field {missing[0]!r} (type {ctype!r} needs "
+                              f"{', '.join(required + ('source', 'statement', 'statistic'))})")
+        stat = e["statistic"]
+        if stat not in STATISTICS:
+            raise ClaimsError(f"{where}: unknown statistic {stat!r}; allowed: {', '.join(STATISTICS)}")
+        for key in ("source", "statement"):
+            if not isinstance(e[key], str):
+                raise ClaimsError(f"{where}: {key} must be a string")
+        fields = {k: e[k] for k in set(required) | set(optional) if k in e}
+        for key in ("mechanism", "target", "numerator", "denominator"):
+            if key in fields and not isinstance(fields[key], str):
+                raise ClaimsError(f"{where}: {key} must be a mechanism label (a string)")
+        if "mechanisms" in fields:
+            m = fields["mechanisms"]
+            if not isinstance(m, list) or len(m) < 2 or not all(isinstance(x, str) for x in m):
+                raise ClaimsError(f"{where}: mechanisms must be a list of at least two labels, best first")
+        for key in ("min", "max", "tolerance", "factor"):
+            if key in fields:
+                fields[key] = _num_list(fields[key], key, where)[0]
+        if ctype in ("ratio", "slope") and "min" not in fields and "max" not in fields:
+            raise ClaimsError(f"{where}: type {ctype!r} needs min, max or both")
+        if fields.get("tolerance", 0.0) < 0 or fields.get("factor", 1.0) <= 0:
+            raise ClaimsError(f"{where}: tolerance must be >= 0 and factor > 0")
+        level = e.get("level", default_level)
+        if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+            raise ClaimsError(f"{where}: level must lie in (0, 1), got {level!r}")
+        claims.append(Claim(
+            id=cid, type=ctype, source=e["source"], statement=e["statement"], statistic=stat, fields=fields,
+            n=_num_list(e["n"], "n", where, integer=True) if "n" in e else None,
+            epsilon=_num_list(e["epsilon"], "epsilon", where) if "epsilon" in e else None,
+            level=float(level),
+        ))
+    return study, claims
+
+
+def load_claims(path: str | os.PathLike) -> tuple[str | None, list[Claim]]:
+    """Read and validate a claims file: ``(study or None, claims)``."""
+    p = Path(path)
+    if not p.is_file():
+        raise ClaimsError(f"claims file {p} does not exist")
+    return parse_claims(p.read_text(encoding="utf-8"), source=str(p))
+
+
+def default_claims_path(ds: xr.Dataset, store_path: str | os.PathLike | None = None) -> Path | None:
+    """The claims file of the study a store came from, if there is one.
+
+    The store records its spec's ``name`` (attribute ``title``); the file is ``NAME.claims.toml``
+    looked for in ``workflows/`` under the current directory, beside the store, and in the
+    ``workflows/`` directory beside the installed package's source tree (in that order).
+    """
+    name = str(ds.attrs.get("title") or "").strip()
+    if not name:
+        return None
+    fname = f"{name}.claims.toml"
+    places = [Path.cwd() / "workflows" / fname]
+    if store_path is not None:
+        places.append(Path(store_path).resolve().parent / fname)
+    places.append(Path(__file__).resolve().parents[2] / "workflows" / fname)
+    for p in places:
+        if p.is_file():
+            return p
+    return None
+
+
+# --------------------------------------------------------------------------
+# statistics with influence values
+# --------------------------------------------------------------------------
+class _Data:
+    """The store's arrays a claim needs, loaded once: per (mechanism, n, epsilon, replicate)."""
+
+    def __init__(self, ds: xr.Dataset) -> None:
+        for name in ("error", "done"):
+            if name not in ds.variables:
+                raise ClaimsError(f"the store has no variable {name!r}: claims need 'error' and 'done'")
+        self.ds = ds
+        self.labels = [str(m) for m in ds["mechanism"].values]
+        self.n = [int(v) for v in ds["n"].values]
+        self.eps = [float(v) for v in ds["epsilon"].values]
+        done = (ds["done"] == 1).transpose("mechanism", "n", "epsilon", "replicate").values
+        err = ds["error"].transpose("mechanism", "n", "epsilon", "replicate").values.astype(float)
+        self.error = np.where(done & np.isfinite(err), err, np.nan)
+        self._coverage: np.ndarray | None = None
+
+    def values(self, statistic: str) -> np.ndarray:
+        if statistic != "coverage":
+            return self.error
+        if self._coverage is None:
+            ds = self.ds
+            ref = _s.reference_label(ds, required=False)
+            se_name = _s.reference_stderr(ds)
+            if ref is None or not se_name or se_name not in ds or "estimate" not in ds:
+                raise ClaimsError("statistic 'coverage' needs a non-private reference mechanism, 'estimate' and the "
+                                  "problem's standard-error variable in the store; allowed here: "
+                                  + ", ".join(s for s in STATISTICS if s != "coverage"))
+            slopes = slice(1, None) if ds.sizes.get("coef", 1) > 1 else None
+            est = _s.masked(ds, "estimate")
+            if slopes is not None:
+                est = est.isel(coef=slopes)
+            se = ds[se_name].isel(coef=slopes) if slopes is not None else ds[se_name]
+            diff = abs(est - est.sel(mechanism=ref, drop=True))
+            valid = (diff.notnull() & se.notnull()).all("coef")
+            frac = (diff <= 1.959963984540054 * se).astype(float).mean("coef")
+            frac = xr.where(valid, frac, np.nan).transpose("mechanism", "n", "epsilon", "replicate")
+            self._coverage = np.asarray(frac.values, dtype=float)
+        return self._coverage
+
+    def index(self, label: str, n: int, eps: float) -> tuple[int, int, int]:
+        return self.labels.index(label), self.n.index(n), self.eps.index(eps)
+
+
+def cell_statistic(x: np.ndarray, statistic: str) -> tuple[float, np.ndarray]:
+    """``(value, psi)`` of ``statistic`` over the replicates ``x`` (NaN = missing): the value and
+    the per-replicate influence values (NaN where ``x`` is), whose SD over ``sqrt(k)`` is the
+    Monte Carlo SE."""
+    x = np.asarray(x, dtype=float)
+    ok = np.isfinite(x)
+    k = int(ok.sum())
+    psi = np.full(x.shape, np.nan)
+    if k == 0:
+        return math.nan, psi
+    v = x[ok]
+    if statistic in ("mean_error", "coverage"):
+        value = float(v.mean())
+        psi[ok] = v - value
+    elif statistic == "rmse":
+        mse = float(np.mean(v**2))
+        value = math.sqrt(mse)
+        psi[ok] = (v**2 - mse) / (2 * value) if value > 0 else 0.0
+    elif statistic == "median_error":
+        value = float(np.median(v))
+        se = float(_s._median_se_last(v[None, :])[0]) if k >= 3 else math.nan
+        psi[ok] = np.sign(v - value) * se * math.sqrt(k)
+    else:
+        raise ClaimsError(f"unknown statistic {statistic!r}; allowed: {', '.join(STATISTICS)}")
+    return value, psi
+
+
+def _se(psi: np.ndarray) -> float:
+    ok = np.isfinite(psi)
+    k = int(ok.sum())
+    return float(np.std(psi[ok], ddof=1) / math.sqrt(k)) if k >= 2 else math.nan
+
+
+# --------------------------------------------------------------------------
+# evaluation
+# --------------------------------------------------------------------------
+def _fmt_n(n: int) -> str:
+    return _s.format_n(n)
+
+
+def _fmt_e(e: float) -> str:
+    return _s.format_epsilon(e)
+
+
+def _z(level: float, m: int) -> float:
+    return float(special.ndtri(1 - (1 - level) / (2 * max(m, 1))))
+
+
+class _Evaluator:
+    def __init__(self, ds: xr.Dataset) -> None:
+        self.data = _Data(ds)
+        self.ds = ds
+
+    # -- selections ------------------------------------------------------------
+    def _labels(self, claim: Claim) -> list[str]:
+        f = claim.fields
+        names = list(f.get("mechanisms", [])) + [f[k] for k in ("mechanism", "target", "numerator", "denominator")
+                                                  if k in f]
+        for label in names:
+            if label not in self.data.labels:
+                raise ClaimsError(f"claim {claim.id!r}: unknown mechanism label {label!r}; the store's labels are "
+                                  f"{', '.join(self.data.labels)}")
+        return names
+
+    def _cells(self, claim: Claim) -> tuple[list[int], list[float]]:
+        ns = list(claim.n) if claim.n is not None else list(self.data.n)
+        eps = list(claim.epsilon) if claim.epsilon is not None else list(self.data.eps)
+        for n in ns:
+            if n not in self.data.n:
+                raise ClaimsError(f"claim {claim.id!r}: n = {n} is not in the store's grid; allowed: "
+                                  f"{', '.join(map(str, self.data.n))}")
+        for e in eps:
+            if not any(abs(e - g) <= 1e-12 * max(1.0, abs(g)) for g in self.data.eps):
+                raise ClaimsError(f"claim {claim.id!r}: epsilon = {e:g} is not in the store's grid; allowed: "
+                                  f"{', '.join(f'{g:g}' for g in self.data.eps)}")
+        eps = [min(self.data.eps, key=lambda g: abs(g - e)) for e in eps]
+        return ns, eps
+
+    def _stat(self, claim: Claim, label: str, n: int, e: float) -> tuple[float, np.ndarray]:
+        i, j, k = self.data.index(label, n, e)
+        return cell_statistic(self.data.values(claim.statistic)[i, j, k], claim.statistic)
+
+    def _log_contrast(self, claim: Claim, a: tuple, b: tuple) -> tuple[float, float, float, float]:
+        """``(A, B, log(A/B), SE)`` for cells a = (label, n, eps), b likewise, paired over replicates."""
+        va, pa = self._stat(claim, *a)
+        vb, pb = self._stat(claim, *b)
+        if not (va > 0 and vb > 0):
+            return va, vb, math.nan, math.nan
+        both = np.isfinite(pa) & np.isfinite(pb)
+        d = np.where(both, pa / va - pb / vb, np.nan)
+        return va, vb, math.log(va / vb), _se(d)
+
+    # -- claim types -------------------------------------------------------------
+    def evaluate(self, claim: Claim) -> Verdict:
+        self._labels(claim)
+        better = STATISTICS[claim.statistic][0]
+        sign = 1.0 if better == "lower" else -1.0  # log(A/B) * sign < 0: A better than B
+        ns, eps = self._cells(claim)
+        f = claim.fields
+        comps: list[dict[str, Any]] = []  # each: what, value, lo/hi bounds of claim, log-scale est + se
+        if claim.type == "ordering":
+            mechs = f["mechanisms"]
+            for n in ns:
+                for e in eps:
+                    for a, b in zip(mechs, mechs[1:]):
+                        comps.append(self._ratio_comp(claim, (a, n, e), (b, n, e), hi=1.0 if sign > 0 else None,
+                                                      lo=1.0 if sign < 0 else None, strict=True))
+        elif claim.type == "ratio":
+            for n in ns:
+                for e in eps:
+                    comps.append(self._ratio_comp(claim, (f["numerator"], n, e), (f["denominator"], n, e),
+                                                  lo=f.get("min"), hi=f.get("max")))
+        elif claim.type == "reaches":
+            target = f.get("target") or _s.reference_label(self.ds, required=False)
+            if target is None:
+                raise ClaimsError(f"claim {claim.id!r}: no target given and the store has no non-private reference; "
+                                  f"the store's labels are {', '.join(self.data.labels)}")
+            tol = f.get("tolerance", 0.1)
+            for n in ns:
+                for e in eps:
+                    comps.append(self._ratio_comp(claim, (f["mechanism"], n, e), (target, n, e),
+                                                  hi=1 + tol if sign > 0 else None,
+                                                  lo=1 / (1 + tol) if sign < 0 else None))
+        elif claim.type == "epsilon_factor":
+            factor, tol = f.get("factor", 2.0), f.get("tolerance", 0.1)
+            for n in ns:
+                for e in eps:
+                    e2 = [g for g in self.data.eps if abs(g - factor * e) <= 1e-9 * max(1.0, factor * e)]
+                    if not e2:
+                        continue
+                    comps.append(self._ratio_comp(claim, (f["mechanism"], n, e), (f["target"], n, e2[0]),
+                                                  hi=1 + tol if sign > 0 else None,
+                                                  lo=1 / (1 + tol) if sign < 0 else None))
+            if not comps:
+                raise ClaimsError(f"claim {claim.id!r}: no selected epsilon has factor*epsilon = "
+                                  f"{factor:g}*epsilon in the grid ({', '.join(f'{g:g}' for g in self.data.eps)})")
+        elif claim.type == "slope":
+            for e in eps:
+                comps.append(self._slope_comp(claim, f["mechanism"], ns, e, f.get("min"), f.get("max")))
+        z = _z(claim.level, len(comps))
+        return self._decide(claim, comps, z)
+
+    def _ratio_comp(self, claim: Claim, a, b, *, lo=None, hi=None, strict=False) -> dict[str, Any]:
+        va, vb, lr, se = self._log_contrast(claim, a, b)
+        where = f"{a[0]}" + (f" vs {b[0]}" if a[0] != b[0] else "") + f", n={_fmt_n(a[1])}, ε={_fmt_e(a[2])}" + (
+            f" vs {_fmt_e(b[2])}" if b[2] != a[2] else "")
+        return {"cell": where, "a": va, "b": vb, "value": math.exp(lr) if math.isfinite(lr) else math.nan,
+                "log": lr, "se_log": se, "min": lo, "max": hi, "strict": strict, "scale": "ratio"}
+
+    def _slope_comp(self, claim: Claim, label: str, ns: list[int], e: float, lo, hi) -> dict[str, Any]:
+        xs, ys, ses = [], [], []
+        for n in ns:
+            v, psi = self._stat(claim, label, n, e)
+            se = _se(psi)
+            if v > 0 and math.isfinite(se) and se > 0:
+                xs.append(math.log10(n))
+                ys.append(math.log10(v))
+                ses.append(se / (v * math.log(10)))
+        res = _s._wls_line(np.array(xs), np.array(ys), np.array(ses), True)
+        return {"cell": f"{label}, ε={_fmt_e(e)}, n={_fmt_n(min(ns))}…{_fmt_n(max(ns))}", "value": res["slope"],
+                "se": res["slope_se_inflated"], "min": lo, "max": hi, "strict": False, "scale": "linear",
+                "points": int(res["n_points"])}
+
+    def _decide(self, claim: Claim, comps: list[dict[str, Any]], z: float) -> Verdict:
+        holds, fails = [], []
+        for c in comps:
+            if c["scale"] == "ratio":
+                est, se = c["log"], c["se_log"]
+                lo_b = math.log(c["min"]) if c["min"] is not None and c["min"] > 0 else (
+                    -math.inf if c["min"] is None else math.nan)
+                hi_b = math.log(c["max"]) if c["max"] is not None and c["max"] > 0 else (
+                    math.inf if c["max"] is None else math.nan)
+                to_value = math.exp
+            else:
+                est, se = c["value"], c["se"]
+                lo_b = -math.inf if c["min"] is None else c["min"]
+                hi_b = math.inf if c["max"] is None else c["max"]
+                to_value = float
+            if not (math.isfinite(est) and math.isfinite(se)):
+                c.update(lo=math.nan, hi=math.nan, holds=None)
+                holds.append(False)
+                continue
+            lo, hi = est - z * se, est + z * se
+            c.update(lo=to_value(lo), hi=to_value(hi))
+            ok = lo >= lo_b and hi <= hi_b and not (c["strict"] and (lo == lo_b or hi == hi_b))
+            bad = hi < lo_b or lo > hi_b
+            c["holds"] = True if ok else (False if bad else None)
+            holds.append(ok)
+            fails.append(bad)
+        verdict = "disagrees" if any(fails) else ("agrees" if all(holds) and holds else "inconclusive")
+        numbers = []
+        for c in comps:
+            row = {k: c[k] for k in ("cell", "value", "lo", "hi", "min", "max", "holds")}
+            if c["scale"] == "ratio":
+                row.update(a=c["a"], b=c["b"], se=c["value"] * c["se_log"] if math.isfinite(c["se_log"]) else math.nan)
+            else:
+                row.update(se=c["se"], points=c.get("points"))
+            numbers.append(row)
+        return Verdict(id=claim.id, source=claim.source, statement=claim.statement, verdict=verdict,
+                       statistic=claim.statistic, summary=_summary(claim, numbers, verdict), numbers=numbers, z=z)
+
+
+def _num(v: Any) -> str:
+    return f"{float(v):.3g}" if v is not None and math.isfinite(float(v)) else "—"
+
+
+def _summary(claim: Claim, numbers: list[dict[str, Any]], verdict: str) -> str:
+    """One line: the comparisons that decide the verdict (the failing ones, else the weakest)."""
+    if not numbers:
+        return "no comparison"
+    key = {"disagrees": lambda r: r["holds"] is False, "inconclusive": lambda r: r["holds"] is None}.get(verdict)
+    shown = [r for r in numbers if key(r)] if key else list(numbers)
+    what = "slope" if claim.type == "slope" else "ratio"
+    parts = []
+    for r in shown[:3]:
+        part = f"{r['cell']}: {what} {_num(r['value'])} [{_num(r['lo'])}, {_num(r['hi'])}]"
+        if what == "ratio":
+            part += f" ({_num(r['a'])} / {_num(r['b'])})"
+        parts.append(part)
+    more = f"; … {len(shown) - 3} more" if len(shown) > 3 else ""
+    band = ("slope" if what == "slope" else "ratio") + " claimed " + (
+        f"in [{_num(numbers[0]['min'])}, {_num(numbers[0]['max'])}]" if numbers[0]["min"] is not None
+        and numbers[0]["max"] is not None else (f"< {_num(numbers[0]['max'])}" if numbers[0]["max"] is not None
+                                                else f"> {_num(numbers[0]['min'])}"))
+    head = {"agrees": f"all {len(numbers)} hold", "disagrees": f"{len(shown)} of {len(numbers)} fail",
+            "inconclusive": f"{len(shown)} of {len(numbers)} undecided"}[verdict]
+    return f"{head} ({band}); " + "; ".join(parts) + more
+
+
+def evaluate_claims(ds: xr.Dataset, claims: list[Claim], *, study: str | None = None) -> list[Verdict]:
+    """Check ``claims`` against the store ``ds``: one :class:`Verdict` per claim.
+
+    Every claim is checked against the store before any is evaluated (unknown mechanism
+    labels, n or epsilon values not in the grid, a statistic the store cannot give):
+    :class:`ClaimsError` names the first problem.  ``study``: the claims file's ``study``;
+    when given it must equal the store's spec name.
+    """
+    title = str(ds.attrs.get("title") or "")
+    if study is not None and title and study != title:
+        raise ClaimsError(f"the claims are about study {study!r}, the store holds study {title!r}")
+    ev = _Evaluator(ds)
+    for claim in claims:
+        ev._labels(claim)
+        ev._cells(claim)
+        ev.data.values(claim.statistic)
+    return [ev.evaluate(c) for c in claims]
+
+
+def check_claims(ds: xr.Dataset, path: str | os.PathLike | None = None,
+                 store_path: str | os.PathLike | None = None) -> list[Verdict]:
+    """Load the claims file ``path`` (default: :func:`default_claims_path`) and evaluate it on ``ds``."""
+    if path is None:
+        path = default_claims_path(ds, store_path)
+        if path is None:
+            name = ds.attrs.get("title") or "?"
+            raise ClaimsError(f"no claims file found for study {name!r} (looked for workflows/{name}.claims.toml); "
+                              "pass path=")
+    study, claims = load_claims(path)
+    return evaluate_claims(ds, claims, study=study)
+
+
+def verdict_table(verdicts: list[Verdict]) -> str:
+    """The verdicts as a Markdown table: id, verdict, statement, statistic, numbers, source."""
+    lines = ["| claim | verdict | statement | statistic | numbers (95% intervals, Bonferroni) | source |",
+             "|---|---|---|---|---|---|"]
+    for v in verdicts:
+        cells = [v.id, f"**{v.verdict}**", v.statement, v.statistic, v.summary, v.source]
+        lines.append("| " + " | ".join(str(c).replace("|", "/").replace("\n", " ") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# replicates for a target precision
+# --------------------------------------------------------------------------
+#: Fewer finished pilot replicates than this in a cell: its SD is too rough to plan from.
+MIN_PILOT = 10
+
+
+def replicates_for_target(ds: xr.Dataset, target: float, statistic: str = "mean_error") -> xr.Dataset:
+    """Replicates per (mechanism, n, epsilon) that bring the Monte Carlo SE of ``statistic`` to at
+    most ``target``, from a pilot store: ``r = ceil((sd/target)^2)`` with ``sd`` the SD of the
+    statistic's influence values over the pilot's finished replicates (for ``mean_error`` the SD
+    of the error).
+
+    Returns a dataset over (mechanism, n, epsilon) with ``value``, ``sd``, ``mcse`` (the
+    pilot's), ``k`` (finished pilot replicates) and ``needed``; ``rule`` says how the count
+    was made: ``"sd"``; ``"no spread"`` (sd = 0: the pilot's k is kept, the SE cannot be
+    estimated from it); ``"too few"`` (k < :data:`MIN_PILOT`: ``needed`` is NaN).
+    """
+    if statistic not in STATISTICS:
+        raise ClaimsError(f"unknown statistic {statistic!r}; allowed: {', '.join(STATISTICS)}")
+    if not target > 0:
+        raise ClaimsError(f"the target Monte Carlo SE must be > 0, got {target!r}")
+    data = _Data(ds)
+    x = data.values(statistic)
+    shape = x.shape[:3]
+    out = {name: np.full(shape, np.nan) for name in ("value", "sd", "mcse", "k", "needed")}
+    rule = np.full(shape, "sd", dtype=object)
+    for idx in np.ndindex(*shape):
+        v, psi = cell_statistic(x[idx], statistic)
+        ok = np.isfinite(psi)
+        k = int(ok.sum())
+        sd = float(np.std(psi[ok], ddof=1)) if k >= 2 else math.nan
+        out["value"][idx], out["sd"][idx], out["k"][idx] = v, sd, k
+        out["mcse"][idx] = sd / math.sqrt(k) if k >= 2 else math.nan
+        if k < MIN_PILOT:
+            rule[idx] = "too few"
+        elif sd == 0:
+            rule[idx], out["needed"][idx] = "no spread", k
+        else:
+            out["needed"][idx] = max(2, math.ceil((sd / target) ** 2))
+    coords = {"mechanism": data.labels, "n": data.n, "epsilon": data.eps}
+    dims = ("mechanism", "n", "epsilon")
+    res = xr.Dataset({k: (dims, v) for k, v in out.items()}, coords=coords)
+    res["rule"] = (dims, rule.astype(str))
+    res.attrs.update(statistic=statistic, target=float(target))
+    return res
