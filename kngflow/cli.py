@@ -92,6 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--workers", type=int, metavar="N",
                       help="plan for N single-threaded workers: their wall time, task length, scheduler rate and "
                       "client load")
+    plan.add_argument("--target-mcse", type=float, metavar="X",
+                      help="replicates that bring the Monte Carlo SE of --statistic to at most X in every "
+                      "(mechanism, n, epsilon) cell, from the pilot store --pilot; prints the table and the "
+                      "`replicates = R` line of the spec that gets there")
+    plan.add_argument("--pilot", metavar="STORE", help="pilot store of SPEC (e.g. 20 replicates) for --target-mcse")
+    plan.add_argument("--statistic", default="mean_error", metavar="NAME",
+                      help="statistic for --target-mcse: mean_error (default), median_error, rmse, coverage")
 
     status = sub.add_parser(
         "status",
@@ -114,6 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--html", action="store_true",
                         help="also write report.html: one self-contained file (figures inline, sortable tables, "
                         "diagnosands, spec and provenance; nothing fetched when viewed)")
+    claims = report.add_mutually_exclusive_group()
+    claims.add_argument("--claims", metavar="FILE",
+                        help="claims file to evaluate (default: workflows/NAME.claims.toml of the store's study, "
+                        "if there is one; see docs/claims.md)")
+    claims.add_argument("--no-claims", action="store_true", help="evaluate no claims file")
 
     from kngflow.audit import command as audit_command
 
@@ -456,6 +468,8 @@ def cmd_plan(args) -> int:
     except SpecError as exc:
         _err(f"invalid spec {args.spec}: {exc}")
         return EXIT_BAD_INPUT
+    if args.target_mcse is not None or args.pilot is not None:
+        return _plan_target(args, spec)
     if not args.task_seconds > 0 or (args.workers is not None and args.workers < 1):
         _err("--task-seconds must be > 0 and --workers >= 1")
         return EXIT_BAD_INPUT
@@ -473,6 +487,86 @@ def cmd_plan(args) -> int:
     why = est.too_big()
     if why:
         print(f"plan: {why}: `kngflow run` asks for --yes")
+    return EXIT_OK
+
+
+def _pilot_problem(spec, pilot) -> str | None:
+    """Why ``pilot`` is not a pilot store of ``spec`` (None when it is: the same study up to
+    its replicates, n and epsilon values, which may be any subset)."""
+    from kngflow.store import StoreError, read_meta
+
+    if not Path(pilot).is_dir():
+        return f"pilot store {pilot} does not exist"
+    try:
+        meta = read_meta(pilot)
+    except StoreError as exc:
+        return f"pilot store {pilot}: {exc}"
+    try:
+        theirs = json.loads(meta.attrs["spec_canonical"])
+    except (KeyError, TypeError, ValueError):
+        return f"pilot store {pilot} records no spec"
+    ours = spec.canonical(replicates=False)
+    for key in ("seed", "problem", "sampler", "mechanisms"):
+        if theirs.get(key) != ours.get(key):
+            return (f"pilot store {pilot} was made from another spec (its {key} differs from {spec.name or 'SPEC'}'s); "
+                    "the pilot must be SPEC with fewer replicates")
+    return None
+
+
+def _plan_target(args, spec) -> int:
+    """``kngflow plan SPEC --target-mcse X --pilot STORE``: replicates for a target precision."""
+    from kngflow.analysis.claims import STATISTICS, ClaimsError, replicates_for_target
+    from kngflow.analysis.report import open_store
+
+    if args.target_mcse is None or args.pilot is None:
+        _err("--target-mcse X and --pilot STORE go together")
+        return EXIT_BAD_INPUT
+    if not args.target_mcse > 0:
+        _err(f"--target-mcse must be > 0, got {args.target_mcse:g}")
+        return EXIT_BAD_INPUT
+    if args.statistic not in STATISTICS:
+        _err(f"--statistic {args.statistic!r} is not known; allowed: {', '.join(STATISTICS)}")
+        return EXIT_BAD_INPUT
+    why = _pilot_problem(spec, args.pilot)
+    if why:
+        _err(why)
+        return EXIT_BAD_INPUT
+    try:
+        res = replicates_for_target(open_store(args.pilot), args.target_mcse, args.statistic)
+    except ClaimsError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    from kngflow.analysis.summaries import format_epsilon, format_n
+
+    X = args.target_mcse
+    print(f"target: Monte Carlo SE of {args.statistic} <= {X:g} in every cell; r = ceil((sd/X)^2) from the pilot "
+          f"{args.pilot} (sd: SD of the statistic's influence values over the finished pilot replicates)")
+    rows = []
+    flat = res.to_dataframe().reset_index()
+    header = f"{'mechanism':<16} {'n':>10} {'epsilon':>8} {'k':>5} {args.statistic:>12} {'sd':>10} {'MCSE':>10} {'needed':>8}  rule"
+    print(header)
+    for r in flat.itertuples(index=False):
+        needed = "—" if r.needed != r.needed else str(int(r.needed))
+        print(f"{str(r.mechanism):<16} {format_n(r.n):>10} {format_epsilon(r.epsilon):>8} {int(r.k):>5} "
+              f"{r.value:>12.4g} {r.sd:>10.4g} {r.mcse:>10.4g} {needed:>8}  {r.rule}")
+        rows.append(r)
+    few = [r for r in rows if r.rule == "too few"]
+    if few:
+        cells = "; ".join(f"{r.mechanism} n={format_n(r.n)} ε={format_epsilon(r.epsilon)} ({int(r.k)})" for r in few[:5])
+        _err(f"the pilot has fewer than 10 finished replicates in {len(few)} cells ({cells}): "
+             "run the pilot further first")
+        return EXIT_BAD_INPUT
+    R = int(max(r.needed for r in rows))
+    drivers = sorted((r for r in rows if r.needed == R), key=lambda r: (str(r.mechanism), r.n, r.epsilon))
+    have = len(spec.replicates)
+    names = "; ".join(f"{r.mechanism} n={format_n(r.n)} ε={format_epsilon(r.epsilon)}" for r in drivers[:5])
+    names += f"; … {len(drivers) - 5} more" if len(drivers) > 5 else ""
+    print(f"needed: replicates = {R} (the largest over the grid, which is a product), driven by {names}")
+    if R <= have:
+        print(f"spec: {args.spec} already has replicates = {have} >= {R}: no change needed")
+    else:
+        print(f"spec: in [grid] of {args.spec} set  replicates = {R}  (now {have}); then "
+              f"`kngflow run {args.spec} --store {args.pilot}` extends the pilot store")
     return EXIT_OK
 
 
@@ -595,9 +689,20 @@ def cmd_report(args) -> int:
     except StoreError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
-    from kngflow.analysis.report import write_report
+    from kngflow.analysis.claims import ClaimsError
+    from kngflow.analysis.report import missing_variable, open_store, resolve_claims, write_report
 
-    out = write_report(args.store, args.out, html=args.html)
+    ds = open_store(args.store)
+    missing = missing_variable(ds)
+    if missing:
+        _err(f"{args.store}: {missing}")
+        return EXIT_BAD_INPUT
+    try:  # the claims are checked against the store before anything is written
+        resolve_claims(ds, args.store, False if args.no_claims else args.claims)
+    except ClaimsError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    out = write_report(args.store, args.out, html=args.html, claims=False if args.no_claims else args.claims)
     if out is not None:
         print(out)
     return EXIT_OK

@@ -12,6 +12,7 @@ Registered on import of :mod:`kngflow.analysis`::
     ds.kng.coverage(how="per_coef")   # Awan–Slavković Algorithm 4
     print(ds.kng.describe_completeness())
     ds.kng.diagnose().bias.compute()  # per (mechanism, n, epsilon, coef), with bias_se
+    ds.kng.check_claims("workflows/kng_linear.claims.toml")  # the paper's claims: verdicts
 
 Every method that returns per-cell summaries is lazy on a dask-backed store
 (only the reduced result is computed when you ask for it); ``slopes`` and the
@@ -133,6 +134,19 @@ class KngAccessor:
         from .diagnosands import diagnose
 
         return diagnose(self._ds, level=level, stderr=stderr, mcse=mcse, n_boot=n_boot, seed=seed)
+
+    def check_claims(self, path=None) -> list:
+        """Evaluate a paper's claims file on this store: a list of
+        :class:`~kngflow.analysis.claims.Verdict` (id, source, statement, verdict in
+        agrees / disagrees / inconclusive, and the numbers behind it).
+
+        ``path`` defaults to ``NAME.claims.toml`` of the study the store came from
+        (:func:`~kngflow.analysis.claims.default_claims_path`); ClaimsError when there is none.
+        Render the verdicts with :func:`~kngflow.analysis.claims.verdict_table`."""
+        from .claims import check_claims
+
+        source = self._ds.encoding.get("source") if hasattr(self._ds, "encoding") else None
+        return check_claims(self._ds, path, store_path=source)
 
     # -- completeness -------------------------------------------------------
     def n_done(self) -> xr.DataArray:

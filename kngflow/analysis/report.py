@@ -28,9 +28,22 @@ from . import summaries as _s
 from .diagnosands import diagnose
 from .figures import figure_coverage_vs_epsilon, figure_error_vs_epsilon, figure_error_vs_n, figure_facets, study_name
 
-__all__ = ["write_report", "report_markdown", "open_store", "ratio_section", "diagnosand_section", "diagnosand_table"]
+__all__ = ["write_report", "report_markdown", "open_store", "ratio_section", "diagnosand_section", "diagnosand_table",
+           "claims_section", "resolve_claims", "REQUIRED_VARIABLES", "missing_variable"]
 
 _NA = "—"
+
+#: What the report's diagnosands and summaries read from a store.
+REQUIRED_VARIABLES = ("error", "estimate", "theta_star", "done")
+
+
+def missing_variable(ds: xr.Dataset) -> str | None:
+    """One line naming the first of :data:`REQUIRED_VARIABLES` the store lacks, or None."""
+    for name in REQUIRED_VARIABLES:
+        if name not in ds.variables:
+            return (f"the store has no variable {name!r}: the report needs "
+                    + ", ".join(repr(v) for v in REQUIRED_VARIABLES))
+    return None
 
 
 def open_store(store_path: str | os.PathLike) -> xr.Dataset:
@@ -322,9 +335,13 @@ def report_markdown(
     notes: list[str] = (),
     store_path: str | None = None,
     diagnosands: xr.Dataset | None = None,
+    verdicts: list | None = None,
+    claims_path: str | None = None,
 ) -> str:
     """The Markdown report for ``ds`` (computes only reduced summaries).  ``diagnosands``: a
-    computed :func:`~kngflow.analysis.diagnosands.diagnose` of ``ds`` to reuse."""
+    computed :func:`~kngflow.analysis.diagnosands.diagnose` of ``ds`` to reuse; ``verdicts``:
+    evaluated claims (:func:`~kngflow.analysis.claims.evaluate_claims`) from ``claims_path``,
+    shown as the "Paper claims" section after the completeness line."""
     summ = (_s.error_summary(ds) if summary is None else summary).compute()
     info = _s.completeness(ds) if info is None else info
     kinds = _s.mechanism_kinds(ds)
@@ -371,6 +388,8 @@ def report_markdown(
         "log10(mean error) is the delta-method SE sd/(√k·mean·ln 10), the paper's \"log-scale\" SE."
     )
     md.append("")
+    if verdicts:
+        md += [claims_section(verdicts, claims_path), ""]
 
     if figures or notes:
         md += ["## Figures", ""]
@@ -512,7 +531,39 @@ def report_markdown(
     return "\n".join(md)
 
 
-def write_report(store_path: str | os.PathLike, out_dir: str | os.PathLike, *, html: bool = False) -> str:
+def claims_section(verdicts: list, claims_path: str | None = None) -> str:
+    """The "Paper claims" Markdown section: a count of the verdicts and their table."""
+    from .claims import verdict_table
+
+    counts = {v: sum(1 for x in verdicts if x.verdict == v) for v in ("agrees", "disagrees", "inconclusive")}
+    md = ["## Paper claims", ""]
+    md.append(
+        f"{len(verdicts)} claims" + (f" from `{claims_path}`" if claims_path else "") + ": "
+        + ", ".join(f"{k} {v}" for k, v in counts.items()) + ". Each comparison is a paired ratio of the statistic "
+        "between two cells (same data sets, replicate by replicate) with a z-interval from the Monte Carlo SE, "
+        "Bonferroni-split over the claim's comparisons (95% per claim): agrees when every interval lies on the "
+        "claimed side, disagrees when one lies wholly on the other, inconclusive otherwise."
+    )
+    md += ["", verdict_table(verdicts)]
+    return "\n".join(md)
+
+
+def resolve_claims(ds: xr.Dataset, store_path, claims) -> tuple[list | None, str | None]:
+    """``(verdicts, path)`` for the report: ``claims`` is a path, None (the study's own claims
+    file if there is one) or False (none).  ClaimsError when the file is bad or does not fit."""
+    from .claims import default_claims_path, evaluate_claims, load_claims
+
+    if claims is False:
+        return None, None
+    path = default_claims_path(ds, store_path) if claims is None else Path(claims)
+    if path is None:
+        return None, None
+    study, parsed = load_claims(path)
+    return evaluate_claims(ds, parsed, study=study), os.fspath(path)
+
+
+def write_report(store_path: str | os.PathLike, out_dir: str | os.PathLike, *, html: bool = False,
+                 claims: str | os.PathLike | bool | None = None) -> str:
     """Write PNG figures and ``report.md`` for a kngflow store (and ``report.html`` when
     ``html``); return the Markdown.
 
@@ -535,6 +586,11 @@ def write_report(store_path: str | os.PathLike, out_dir: str | os.PathLike, *, h
         Also write ``report.html``: ONE self-contained file (figures inline as data URIs,
         sortable tables, every diagnosand, the spec, provenance and caveats; nothing is
         fetched when it is viewed; :mod:`kngflow.analysis.html`).
+    claims : path, None or False
+        A claims file to evaluate (:mod:`kngflow.analysis.claims`); None (default): the
+        study's own ``NAME.claims.toml`` when one is found
+        (:func:`~kngflow.analysis.claims.default_claims_path`); False: none.  A bad file
+        raises :class:`~kngflow.analysis.claims.ClaimsError` before anything is written.
 
     Returns
     -------
@@ -542,6 +598,7 @@ def write_report(store_path: str | os.PathLike, out_dir: str | os.PathLike, *, h
         The Markdown text written to ``out_dir/report.md``.
     """
     ds = open_store(store_path)
+    verdicts, claims_path = resolve_claims(ds, store_path, claims)  # bad claims: nothing written
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     summ = _s.error_summary(ds).compute()
@@ -549,7 +606,7 @@ def write_report(store_path: str | os.PathLike, out_dir: str | os.PathLike, *, h
     figures, notes = _write_figures(ds, summ, out)
     diag = diagnose(ds).compute() if _diagnosable(ds) is None else None
     md = report_markdown(ds, summary=summ, info=info, figures=figures, notes=notes, store_path=os.fspath(store_path),
-                         diagnosands=diag)
+                         diagnosands=diag, verdicts=verdicts, claims_path=claims_path)
     (out / "report.md").write_text(md, encoding="utf-8")
     if html:
         (out / "report.html").write_text(report_html(ds, md, out, diag), encoding="utf-8")
