@@ -50,7 +50,7 @@ def test_constrained_ridge_is_ols_for_tiny_reg_and_a_large_ball():
 
 
 def test_options_and_bad_input():
-    assert set(allowed_options("linear", "output")) == {"reg", "radius", "tol"}
+    assert set(allowed_options("linear", "output")) == {"reg", "radius", "tol", "hardened"}
     assert {"reg", "iterations", "radius", "noise", "delta"} <= set(allowed_options("linear", "noisy_gd"))
     assert "batch_size" not in allowed_options("linear", "noisy_gd")
     for kind, opts, name in [("output", {"radius": 0.0}, "radius"), ("output", {"reg": -1.0}, "reg"),

@@ -266,7 +266,7 @@ def test_bad_options(kwargs, exc, match):
 
 
 def test_registry_and_input_checks():
-    assert allowed_options("linear", "ss") == ["norm", "estimator", "ridge", "max_tries"]
+    assert allowed_options("linear", "ss") == ["norm", "estimator", "ridge", "max_tries", "hardened"]
     mech = get_mechanism("linear", "ss", hardened=False, norm="kt")
     assert repr(mech) == "SufficientStatistics(norm='kt', estimator='pinv', ridge=None, max_tries=1000000)"
     x, y, stats = _data(2, 50, 10)
