@@ -680,6 +680,16 @@ def cmd_report(args) -> int:
     if problem:
         _err(problem)
         return EXIT_BAD_INPUT
+    from kngflow.analysis.claims import ClaimsError
+    from kngflow.analysis.report import missing_variable, open_store, resolve_claims, write_report
+
+    try:  # a store without a variable the report needs: say which (before calling it damaged)
+        missing = missing_variable(open_store(args.store))
+    except Exception:  # noqa: BLE001 -- not readable as a dataset: the checks below say why
+        missing = None
+    if missing:
+        _err(f"{args.store}: {missing}")
+        return EXIT_BAD_INPUT
     try:
         damage = _damage_problem(args.store)
         if damage:
@@ -689,14 +699,7 @@ def cmd_report(args) -> int:
     except StoreError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
-    from kngflow.analysis.claims import ClaimsError
-    from kngflow.analysis.report import missing_variable, open_store, resolve_claims, write_report
-
     ds = open_store(args.store)
-    missing = missing_variable(ds)
-    if missing:
-        _err(f"{args.store}: {missing}")
-        return EXIT_BAD_INPUT
     try:  # the claims are checked against the store before anything is written
         resolve_claims(ds, args.store, False if args.no_claims else args.claims)
     except ClaimsError as exc:
