@@ -444,7 +444,7 @@ class _Evaluator:
         where = f"{a[0]}" + (f" vs {b[0]}" if a[0] != b[0] else "") + f", n={_fmt_n(a[1])}, ε={_fmt_e(a[2])}" + (
             f" vs {_fmt_e(b[2])}" if b[2] != a[2] else "")
         return {"cell": where, "a": va, "b": vb, "value": math.exp(lr) if math.isfinite(lr) else math.nan,
-                "log": lr, "se_log": se, "min": lo, "max": hi, "strict": strict, "scale": "ratio"}
+                "log": lr, "se_log": se, "min": lo, "max": hi, "strict": strict, "form": "ratio"}
 
     def _slope_comp(self, claim: Claim, label: str, ns: list[int], e: float, lo, hi) -> dict[str, Any]:
         xs, ys, ses = [], [], []
@@ -457,13 +457,13 @@ class _Evaluator:
                 ses.append(se / (v * math.log(10)))
         res = _s._wls_line(np.array(xs), np.array(ys), np.array(ses), True)
         return {"cell": f"{label}, ε={_fmt_e(e)}, n={_fmt_n(min(ns))}…{_fmt_n(max(ns))}", "value": res["slope"],
-                "se": res["slope_se_inflated"], "min": lo, "max": hi, "strict": False, "scale": "linear",
+                "se": res["slope_se_inflated"], "min": lo, "max": hi, "strict": False, "form": "level",
                 "points": int(res["n_points"])}
 
     def _decide(self, claim: Claim, comps: list[dict[str, Any]], z: float) -> Verdict:
         holds, fails = [], []
         for c in comps:
-            if c["scale"] == "ratio":
+            if c["form"] == "ratio":
                 est, se = c["log"], c["se_log"]
                 lo_b = math.log(c["min"]) if c["min"] is not None and c["min"] > 0 else (
                     -math.inf if c["min"] is None else math.nan)
@@ -490,7 +490,7 @@ class _Evaluator:
         numbers = []
         for c in comps:
             row = {k: c[k] for k in ("cell", "value", "lo", "hi", "min", "max", "holds")}
-            if c["scale"] == "ratio":
+            if c["form"] == "ratio":
                 row.update(a=c["a"], b=c["b"], se=c["value"] * c["se_log"] if math.isfinite(c["se_log"]) else math.nan)
             else:
                 row.update(se=c["se"], points=c.get("points"))
