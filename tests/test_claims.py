@@ -264,3 +264,12 @@ def test_store_data_are_only_read(store):
     evaluate_claims(xr.open_zarr(store, consolidated=False), parse_claims(claim(type="ordering",
                                                                                  mechanisms=["good", "bad"]))[1])
     np.testing.assert_array_equal(before, xr.open_zarr(store, consolidated=False).error.values)
+
+
+def test_too_few_replicates_never_decide():
+    """With 3 replicates a z-interval is meaningless: every comparison stays undecided."""
+    raw = synthetic_dataset(MECHS[:4], n=[100, 1000], replicates=3, d=3, seed=9)
+    for fields in ({"type": "ordering", "mechanisms": ["good", "bad"]},
+                   {"type": "ordering", "mechanisms": ["bad", "good"]},
+                   {"type": "slope", "mechanism": "np", "min": -0.55, "max": -0.45}):
+        assert verdict(raw, **fields) == "inconclusive"

@@ -33,6 +33,9 @@ most ``1 - level`` (one-sided, per direction).  Verdicts:
 * ``disagrees``: some comparison's interval lies wholly on the wrong side (outside the band);
 * ``inconclusive``: otherwise (more replicates would decide: see ``kngflow plan --target-mcse``).
 
+A comparison with fewer than :data:`MIN_REPLICATES` finished (paired) replicates stays
+undecided: its SE is too rough for a z-interval.
+
 The module names no problem and no mechanism: mechanism labels come from the claims file
 and are checked against the store's.
 """
@@ -70,6 +73,9 @@ __all__ = [
 ]
 
 VERDICTS = ("agrees", "disagrees", "inconclusive")
+#: A comparison needs at least this many (paired) finished replicates; with fewer its
+#: Monte Carlo SE is too rough for a z-interval and the comparison stays undecided.
+MIN_REPLICATES = 10
 
 #: statistic -> (which direction is better, its contrast scale, what it is)
 STATISTICS: dict[str, tuple[str, str]] = {
@@ -386,6 +392,8 @@ class _Evaluator:
         if not (va > 0 and vb > 0):
             return va, vb, math.nan, math.nan
         both = np.isfinite(pa) & np.isfinite(pb)
+        if int(both.sum()) < MIN_REPLICATES:
+            return va, vb, math.log(va / vb), math.nan
         d = np.where(both, pa / va - pb / vb, np.nan)
         return va, vb, math.log(va / vb), _se(d)
 
@@ -450,7 +458,7 @@ class _Evaluator:
         xs, ys, ses = [], [], []
         for n in ns:
             v, psi = self._stat(claim, label, n, e)
-            se = _se(psi)
+            se = _se(psi) if int(np.isfinite(psi).sum()) >= MIN_REPLICATES else math.nan
             if v > 0 and math.isfinite(se) and se > 0:
                 xs.append(math.log10(n))
                 ys.append(math.log10(v))
@@ -572,7 +580,7 @@ def verdict_table(verdicts: list[Verdict]) -> str:
 # replicates for a target precision
 # --------------------------------------------------------------------------
 #: Fewer finished pilot replicates than this in a cell: its SD is too rough to plan from.
-MIN_PILOT = 10
+MIN_PILOT = MIN_REPLICATES
 
 
 def replicates_for_target(ds: xr.Dataset, target: float, statistic: str = "mean_error") -> xr.Dataset:
