@@ -510,6 +510,13 @@ def _pilot_problem(spec, pilot) -> str | None:
         if theirs.get(key) != ours.get(key):
             return (f"pilot store {pilot} was made from another spec (its {key} differs from {spec.name or 'SPEC'}'s); "
                     "the pilot must be SPEC with fewer replicates")
+    grid = theirs.get("grid", {})
+    for axis, ours_vals, theirs_vals in (("n", list(spec.n), grid.get("n", [])),
+                                         ("epsilon", [float(e).hex() for e in spec.epsilon], grid.get("epsilon", []))):
+        lacking = [v for v in ours_vals if v not in theirs_vals]
+        if lacking:
+            shown = lacking[0] if axis == "n" else f"{float.fromhex(lacking[0]):g}"
+            return f"pilot store {pilot} has no {axis} = {shown}: the pilot must cover SPEC's grid"
     return None
 
 

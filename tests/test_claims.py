@@ -213,7 +213,7 @@ def test_report_prints_and_writes_the_verdicts(store, tmp_path):
         assert "## Paper claims" in text and "agrees 1, disagrees 1, inconclusive 0" in text
         assert "| c | **agrees** |" in text and "| rev | **disagrees** |" in text
     html = (tmp_path / "r" / "report.html").read_text()
-    assert "Paper claims" in html and "<strong>disagrees</strong>" in html
+    assert "Paper claims" in html and '<strong class="disagrees">disagrees</strong>' in html
 
 
 def test_report_finds_the_study_claims_file_and_can_skip_it(store, tmp_path):

@@ -99,6 +99,7 @@ def test_planned_replicates_reach_the_target(pilot):
 @pytest.mark.parametrize("case, message", [
     ("missing", "pilot store {tmp}/nowhere.zarr does not exist"),
     ("other", "was made from another spec (its seed differs"),
+    ("wider", "has no n = 10000: the pilot must cover SPEC's grid"),
     ("zero", "--target-mcse must be > 0, got 0"),
     ("negative", "--target-mcse must be > 0, got -0.1"),
     ("statistic", "--statistic 'mode' is not known; allowed: mean_error, median_error, rmse, coverage"),
@@ -112,6 +113,10 @@ def test_bad_target_input_is_one_line_exit_2(pilot, case, message):
     elif case == "other":
         other = tmp / "other.toml"
         other.write_text(SPEC.format(replicates=PILOT).replace("seed = 424242", "seed = 1"))
+        args[1] = other
+    elif case == "wider":
+        other = tmp / "wider.toml"
+        other.write_text(SPEC.format(replicates=PILOT).replace("n = [100, 1_000]", "n = [100, 1_000, 10_000]"))
         args[1] = other
     elif case in ("zero", "negative"):
         args[3] = 0 if case == "zero" else -0.1

@@ -37,7 +37,7 @@ tbody tr:nth-child(even){background:#f8f9fb}.scroll{overflow-x:auto;max-height:8
 img{max-width:100%;height:auto;border:1px solid #ddd}figure{margin:1em 0}
 figcaption{font-style:italic;font-size:.9em;color:#333}
 pre{background:#f4f4f4;padding:.8em;overflow-x:auto;font-size:.85em}code{background:#f4f4f4;padding:0 .2em}
-.mark{color:#a00;font-weight:bold}details{margin:.8em 0}summary{cursor:pointer;font-weight:600}
+.mark{color:#a00;font-weight:bold}.agrees{color:#1a7f37}.disagrees{color:#b00}.inconclusive{color:#8a6d00}details{margin:.8em 0}summary{cursor:pointer;font-weight:600}
 """
 
 #: The inline sorting script: click a header to sort (again to reverse).
@@ -105,6 +105,8 @@ def _inline(text: str) -> str:
         s = re.sub(r"\*\*(\S(?:.*?\S)?)\*\*", r"<strong>\1</strong>", s)
         s = re.sub(r"(?<![\w*])\*(\S(?:[^*]*?\S)?)\*(?![\w*])", r"<em>\1</em>", s)
         s = s.replace("†", '<span class="mark">†</span>').replace("‡", '<span class="mark">‡</span>')
+        for verdict in ("agrees", "disagrees", "inconclusive"):  # the claims table's verdicts
+            s = s.replace(f"<strong>{verdict}</strong>", f'<strong class="{verdict}">{verdict}</strong>')
         out.append(s)
     return "".join(out)
 
