@@ -688,7 +688,7 @@ def cmd_report(args) -> int:
         _err(problem)
         return EXIT_BAD_INPUT
     from kngflow.analysis.claims import ClaimsError
-    from kngflow.analysis.report import missing_variable, open_store, resolve_claims, write_report
+    from kngflow.analysis.report import missing_variable, open_store, write_report
 
     try:  # a store without a variable the report needs: say which (before calling it damaged)
         missing = missing_variable(open_store(args.store))
@@ -706,13 +706,11 @@ def cmd_report(args) -> int:
     except StoreError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
-    ds = open_store(args.store)
-    try:  # the claims are checked against the store before anything is written
-        resolve_claims(ds, args.store, False if args.no_claims else args.claims)
+    try:  # write_report checks the claims against the store before it writes anything
+        out = write_report(args.store, args.out, html=args.html, claims=False if args.no_claims else args.claims)
     except ClaimsError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
-    out = write_report(args.store, args.out, html=args.html, claims=False if args.no_claims else args.claims)
     if out is not None:
         print(out)
     return EXIT_OK
