@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import tomllib
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -93,7 +92,7 @@ def test_claim_types_decide_both_ways(ds, fields, expected):
 
 
 def test_verdict_numbers_and_markdown_table(ds):
-    study, claims = parse_claims(claim(type="ratio", numerator="bad", denominator="good", min=1.9, max=2.6,
+    _, claims = parse_claims(claim(type="ratio", numerator="bad", denominator="good", min=1.9, max=2.6,
                                        n=[1000], epsilon=[1.0]))
     (v,) = evaluate_claims(ds, claims)
     (row,) = v.numbers

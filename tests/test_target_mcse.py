@@ -69,7 +69,7 @@ def pilot(tmp_path_factory):
 
 
 def test_planned_replicates_reach_the_target(pilot):
-    tmp, spec, store = pilot
+    _, spec, store = pilot
     pilot_se = _mcse(store)
     X = float(pilot_se.max()) / 3  # about 9 times the pilot's replicates in the widest cell
     assert float(pilot_se.max()) > X  # negative control: 20 replicates do not reach X
@@ -77,7 +77,7 @@ def test_planned_replicates_reach_the_target(pilot):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     m = re.search(r"^needed: replicates = (\d+) \(the largest over the grid, which is a product\), driven by (.+)$",
-                  out, re.M)
+                  out, re.MULTILINE)
     assert m, out
     R = int(m.group(1))
     assert R > PILOT and ("kng_linf" in m.group(2) or "nonprivate" in m.group(2))

@@ -42,6 +42,7 @@ and are checked against the store's.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import tomllib
@@ -56,20 +57,20 @@ from scipy import special
 from . import summaries as _s
 
 __all__ = [
-    "ClaimsError",
-    "Claim",
-    "Verdict",
-    "STATISTICS",
     "CLAIM_TYPES",
+    "STATISTICS",
     "VERDICTS",
+    "Claim",
+    "ClaimsError",
+    "Verdict",
+    "cell_statistic",
+    "check_claims",
+    "default_claims_path",
+    "evaluate_claims",
     "load_claims",
     "parse_claims",
-    "evaluate_claims",
-    "check_claims",
-    "verdict_table",
-    "default_claims_path",
-    "cell_statistic",
     "replicates_for_target",
+    "verdict_table",
 ]
 
 VERDICTS = ("agrees", "disagrees", "inconclusive")
@@ -82,8 +83,8 @@ STATISTICS: dict[str, tuple[str, str]] = {
     "mean_error": ("lower", "mean of the error over replicates"),
     "median_error": ("lower", "median of the error over replicates (McKean-Schrader SE)"),
     "rmse": ("lower", "root mean square of the error over replicates"),
-    "coverage": ("higher", "average fraction of slopes (coef >= 1) inside the non-private 95% CI "
-                           "(Awan-Slavkovic Algorithm 4)"),
+    "coverage": ("higher", ("average fraction of slopes (coef >= 1) inside the non-private 95% CI "
+                            "(Awan-Slavkovic Algorithm 4)")),
 }
 
 _COMMON = {"id", "type", "source", "statement", "statistic", "n", "epsilon", "level"}
@@ -93,11 +94,11 @@ CLAIM_TYPES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "ratio": (("numerator", "denominator"), ("min", "max"),
               "statistic(numerator) / statistic(denominator) within [min, max] at every selected cell"),
     "reaches": (("mechanism",), ("target", "tolerance"),
-                "mechanism no worse than target (default: the non-private reference) by more than "
-                "the relative tolerance (default 0.1) at every selected cell"),
+                ("mechanism no worse than target (default: the non-private reference) by more than "
+                 "the relative tolerance (default 0.1) at every selected cell")),
     "epsilon_factor": (("mechanism", "target"), ("factor", "tolerance"),
-                       "mechanism at epsilon at least as good as target at factor*epsilon (default 2), "
-                       "within the relative tolerance (default 0.1)"),
+                       ("mechanism at epsilon at least as good as target at factor*epsilon (default 2), "
+                        "within the relative tolerance (default 0.1)")),
     "slope": (("mechanism",), ("min", "max"),
               "log-log slope of the statistic against n (WLS, weights 1/SE^2) within [min, max] per epsilon"),
 }
@@ -409,7 +410,7 @@ class _Evaluator:
             mechs = f["mechanisms"]
             for n in ns:
                 for e in eps:
-                    for a, b in zip(mechs, mechs[1:]):
+                    for a, b in itertools.pairwise(mechs):
                         comps.append(self._ratio_comp(claim, (a, n, e), (b, n, e), hi=1.0 if sign > 0 else None,
                                                       lo=1.0 if sign < 0 else None, strict=True))
         elif claim.type == "ratio":
