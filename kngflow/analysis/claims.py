@@ -104,6 +104,10 @@ CLAIM_TYPES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
 }
 
 
+class _NotInStore(Exception):
+    """A claim's n or epsilon is not in the store's grid (a reduced run): inconclusive there."""
+
+
 class ClaimsError(ValueError):
     """A claims file that cannot be read or does not fit the store (one line)."""
 
@@ -373,12 +377,11 @@ class _Evaluator:
         eps = list(claim.epsilon) if claim.epsilon is not None else list(self.data.eps)
         for n in ns:
             if n not in self.data.n:
-                raise ClaimsError(f"claim {claim.id!r}: n = {n} is not in the store's grid; allowed: "
-                                  f"{', '.join(map(str, self.data.n))}")
+                raise _NotInStore(f"n = {n} is not in the store's grid ({', '.join(map(str, self.data.n))})")
         for e in eps:
             if not any(abs(e - g) <= 1e-12 * max(1.0, abs(g)) for g in self.data.eps):
-                raise ClaimsError(f"claim {claim.id!r}: epsilon = {e:g} is not in the store's grid; allowed: "
-                                  f"{', '.join(f'{g:g}' for g in self.data.eps)}")
+                raise _NotInStore(f"epsilon = {e:g} is not in the store's grid "
+                                  f"({', '.join(f'{g:g}' for g in self.data.eps)})")
         eps = [min(self.data.eps, key=lambda g: abs(g - e)) for e in eps]
         return ns, eps
 
@@ -403,7 +406,11 @@ class _Evaluator:
         self._labels(claim)
         better = STATISTICS[claim.statistic][0]
         sign = 1.0 if better == "lower" else -1.0  # log(A/B) * sign < 0: A better than B
-        ns, eps = self._cells(claim)
+        try:
+            ns, eps = self._cells(claim)
+        except _NotInStore as exc:  # a reduced run of the study: the claim cannot be decided here
+            return Verdict(id=claim.id, source=claim.source, statement=claim.statement, verdict="inconclusive",
+                           statistic=claim.statistic, summary=f"not decidable on this store: {exc}")
         f = claim.fields
         comps: list[dict[str, Any]] = []  # each: what, value, lo/hi bounds of claim, log-scale est + se
         if claim.type == "ordering":
@@ -440,8 +447,10 @@ class _Evaluator:
                                                   hi=1 + tol if sign > 0 else None,
                                                   lo=1 / (1 + tol) if sign < 0 else None))
             if not comps:
-                raise ClaimsError(f"claim {claim.id!r}: no selected epsilon has factor*epsilon = "
-                                  f"{factor:g}*epsilon in the grid ({', '.join(f'{g:g}' for g in self.data.eps)})")
+                return Verdict(id=claim.id, source=claim.source, statement=claim.statement, verdict="inconclusive",
+                               statistic=claim.statistic,
+                               summary=f"not decidable on this store: no selected epsilon has {factor:g}*epsilon in "
+                                       f"the grid ({', '.join(f'{g:g}' for g in self.data.eps)})")
         elif claim.type == "slope":
             for e in eps:
                 comps.append(self._slope_comp(claim, f["mechanism"], ns, e, f.get("min"), f.get("max")))
@@ -539,8 +548,9 @@ def evaluate_claims(ds: xr.Dataset, claims: list[Claim], *, study: str | None = 
     """Check ``claims`` against the store ``ds``: one :class:`Verdict` per claim.
 
     Every claim is checked against the store before any is evaluated (unknown mechanism
-    labels, n or epsilon values not in the grid, a statistic the store cannot give):
-    :class:`ClaimsError` names the first problem.  ``study``: the claims file's ``study``;
+    labels, a statistic the store cannot give): :class:`ClaimsError` names the first
+    problem.  A claim about n or epsilon values the store's grid lacks (a reduced run of
+    the study) is ``inconclusive``, its summary naming them.  ``study``: the claims file's ``study``;
     when given it must equal the store's spec name.
     """
     title = str(ds.attrs.get("title") or "")
@@ -549,7 +559,6 @@ def evaluate_claims(ds: xr.Dataset, claims: list[Claim], *, study: str | None = 
     ev = _Evaluator(ds)
     for claim in claims:
         ev._labels(claim)
-        ev._cells(claim)
         ev.data.values(claim.statistic)
     return [ev.evaluate(c) for c in claims]
 
