@@ -61,6 +61,6 @@ def get_mechanism(problem: str, kind: str, **options):
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise TypeError(f"unknown option(s) {unknown} for mechanism {kind!r}; allowed options: {allowed}")
-    if "hardened" not in options and cls.private and cls.hardening is not Mechanism.hardening:
+    if "hardened" not in options and cls.private and cls.declares_hardening():
         options = {**options, "hardened": True}
     return cls(**options)

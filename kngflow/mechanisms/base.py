@@ -191,10 +191,15 @@ class Mechanism:
         if rel is not None and not getattr(rel, "_kngflow_hardened", False):
             cls.release = _hardened_release(rel)
 
+    @classmethod
+    def declares_hardening(cls) -> bool:
+        """Whether the class declares :meth:`hardening` (so ``hardened=True`` can be honoured)."""
+        return cls.hardening is not Mechanism.hardening
+
     def _set_hardened(self, hardened) -> None:
         if not isinstance(hardened, (bool, np.bool_)):
             raise TypeError(f"hardened must be true or false, got {hardened!r}")
-        if hardened and self.private and type(self).hardening is Mechanism.hardening:
+        if hardened and self.private and not self.declares_hardening():
             raise HardeningError(f"hardened: mechanism {type(self).__name__} cannot be hardened: it declares no "
                                  "hardening(data, epsilon) (kngflow.mechanisms.hardening); pass hardened=false")
         self.hardened = bool(hardened) and self.private

@@ -523,15 +523,13 @@ class NoisyGD(_ERM):
         """
         n, d = self.size(self.check_data(data))
         level = self.noise_level(n, d, epsilon)
-        if level is None:  # the data-independent release: nothing to snap
-            level = math.inf
         G = self.lipschitz(d) + self.reg * self.radius
-        if self.noise == "gamma":
+        if level is None:  # the data-independent release: nothing is snapped, any grid will do
+            lip, bound = 1.0, G
+        elif self.noise == "gamma":
             lip, bound = math.sqrt(d) / level, G + 64.0 * (d + 1) * level
         else:
             lip, bound = gaussian_lipschitz(d, level), G + GAUSS_REACH * level
-        if not math.isfinite(bound):
-            lip, bound = 1.0, G
         eta = n * UNIT_ROUNDOFF * self.lipschitz(d) + 32.0 * UNIT_ROUNDOFF * bound
         return lipschitz_hardening(lip, bound, eta, d, epsilon, snaps=self.iterations,
                                    site="statistic")

@@ -125,7 +125,7 @@ class NonPrivateBase(Mechanism):
 HARDENABLE_SAMPLERS = ("exact", "metropolis")
 
 
-def sampler_hardening(name: str, steps: int, d: int, bound: float, dims: int | None = None) -> Hardening:
+def sampler_hardening(name: str, steps: int, d: int, bound: float) -> Hardening:
     """The coupling-route :class:`~kngflow.mechanisms.hardening.Hardening` of a release drawn on
     ``{|theta_j| <= bound}`` by sampler ``name``.
 
@@ -137,7 +137,7 @@ def sampler_hardening(name: str, steps: int, d: int, bound: float, dims: int | N
     modelled as those of exact arithmetic (:mod:`kngflow.mechanisms.hardening`).
     """
     ops = 64 + (4 * steps * d if name == "metropolis" else 0)
-    return coupling_hardening(bound, ops * UNIT_ROUNDOFF * 2.0 * bound, int(dims or d))
+    return coupling_hardening(bound, ops * UNIT_ROUNDOFF * 2.0 * bound, d)
 
 
 class Sampled(Mechanism):

@@ -233,7 +233,7 @@ def mechanism_options(problem, options: dict) -> dict:
     """A spec mechanism's options with ``hardened`` defaulting to ``problem.real_data``:
     releases on a real data set are hardened unless the spec says ``hardened = false``,
     simulation sweeps on synthetic data keep the unhardened (bit-identical) path."""
-    return {"hardened": bool(getattr(problem, "real_data", False)), **options}
+    return {"hardened": bool(problem.real_data), **options}
 
 
 def _accepts_option(cls, key: str) -> bool:

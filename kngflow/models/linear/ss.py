@@ -323,8 +323,8 @@ class SufficientStatistics(_Linear):
                               restrict_records=self.restrict_audit_records, additive_centre=self.centre)
 
     def centre(self, stats) -> np.ndarray:
-        """The non-private estimate of the same estimator (eq. 5 or 6 without noise), in
-        original units: the bit-level audit's centre."""
+        """The non-private OLS estimate (eq. 5 without noise), in original units: the
+        bit-level audit's centre."""
         p = stats.d - 1
         return self.estimate(stats_t(stats), stats.n, p, 0.0) * stats.scale
 

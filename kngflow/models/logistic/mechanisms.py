@@ -80,8 +80,7 @@ def certified_minimiser(X, y, gamma, V, max_iter) -> tuple[np.ndarray, int]:
     H = np.empty((m, m))
     for extra in range(9):
         r = expit(X @ theta) - y
-        terms = X * r[:, None]
-        g = np.array([math.fsum(terms[:, j]) for j in range(m)]) + gamma * theta + V
+        g = np.array([math.fsum(X[:, j] * r) for j in range(m)]) + gamma * theta + V  # one column at a time
         slack = math.sqrt(m) * 4.0 * UNIT_ROUNDOFF * (n + gamma * float(np.max(np.abs(theta))) + float(np.max(np.abs(V))))
         if (float(np.linalg.norm(g)) + slack) / gamma <= eta:
             return theta, it + extra
