@@ -58,9 +58,9 @@ def test_figure2_end_to_end_through_the_cli(tmp_path):
     np.testing.assert_array_equal(ds["theta_star"].values, [0.0, -1.0])
     sampler = ds["sampler"]
     assert np.all(sampler.sel(mechanism="nonprivate").values == SAMPLER_CODES["none"])
-    assert np.all(sampler.sel(mechanism="kng").values == SAMPLER_CODES["metropolis"])
+    assert np.all(sampler.sel(mechanism="kng").values == SAMPLER_CODES["surrogate_map"])
     assert np.all(sampler.sel(mechanism="exponential").values == SAMPLER_CODES["gibbs"])
-    assert np.all(ds["steps"].sel(mechanism="kng").values == 1000)  # steps from [sampler]
+    assert np.all(ds["steps"].sel(mechanism="kng").values == 1000 + 50)  # steps from [sampler], then 50 proposals
     assert np.all(ds["steps"].sel(mechanism="exponential").values == 10)  # gibbs_sweeps
     assert np.all(ds["scale"].values > 0)
     # KNG and the exponential mechanism stay in Theta (||theta||_1 <= 1 in scaled units)

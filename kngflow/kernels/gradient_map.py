@@ -50,9 +50,11 @@ import math
 import numpy as np
 
 from kngflow._jit import jit
+from kngflow.kernels.generic import knorm
 from kngflow.noise import draw_l1_into, draw_l2_into, draw_linf_into
 
-__all__ = ["gradient_map_chain", "cholesky_logdet", "XTOL", "MAX_ITER"]
+__all__ = ["gradient_map_chain", "surrogate_map_chain", "cholesky_logdet", "XTOL", "MAX_ITER", "SURROGATE_TEMPER",
+           "SURROGATE_REFINE", "SURROGATE_BASE"]
 
 #: Newton's step tolerance, relative to ``1 + ||theta||_inf``
 XTOL = 1e-10
@@ -314,3 +316,191 @@ def gradient_map_chain(gradient, hessian, rng, args, a, code, center, B, base_sc
         acc_out[ch] = accepted / made
         steps_out[ch] = made
     return status
+
+
+# ------------------------------------------------------------ the surrogate map
+
+#: the surrogate map's proposal rate, as a fraction of the target's: a wider proposal, so
+#: that the target-to-proposal ratio stays bounded where the gradient departs from its
+#: linearisation (piecewise-constant gradients jump by one row's term at a time)
+SURROGATE_TEMPER = 0.75
+#: chord steps on the exact gradient that move the proposal's centre from the surrogate's
+#: minimiser to where the exact gradient is near zero
+SURROGATE_REFINE = 5
+#: the share of the surrogate map's proposals drawn from the base measure (uniform on
+#: ``Theta`` or the Gaussian base): they bound the target-to-proposal ratio where the
+#: surrogate's proposal has no mass (a target much wider than the surrogate's map)
+SURROGATE_BASE = 0.2
+
+
+@jit
+def _log_knorm_normaliser(code, d, rate):
+    """``log`` of ``rate^d / (d! vol(K))``, the normalising constant of ``exp(-rate ||u||_K)`` on ``R^d``."""
+    if code == 0:
+        logvol = d * math.log(2.0) - math.lgamma(d + 1.0)
+    elif code == 1:
+        logvol = 0.5 * d * math.log(math.pi) - math.lgamma(0.5 * d + 1.0)
+    else:
+        logvol = d * math.log(2.0)
+    return d * math.log(rate) - math.lgamma(d + 1.0) - logvol
+
+
+@jit
+def _draw_base(rng, center, B, base_scale, out):
+    """One draw of the base measure: uniform on the ℓ1 ball ``||theta - center||_1 <= B``
+    (``base_scale <= 0``; normalised exponential spacings give a uniform point of the
+    simplex, then fair signs) or ``N(center, base_scale^2 I)``."""
+    d = center.shape[0]
+    if base_scale > 0.0:
+        for i in range(d):
+            out[i] = center[i] + base_scale * rng.standard_normal()
+        return
+    total = 0.0
+    for i in range(d):
+        out[i] = rng.standard_exponential()
+        total += out[i]
+    total += rng.standard_exponential()
+    for i in range(d):
+        v = B * out[i] / total
+        out[i] = center[i] + (v if rng.random() < 0.5 else -v)
+
+
+@jit(cache=False)
+def surrogate_map_chain(gradient, s_gradient, s_hessian, rng, args, sargs, a, code, center, B, base_scale, proposals,
+                        max_iter, out, acc_out, steps_out):
+    """Independence-Metropolis steps for KNG whose gradient is not smooth, proposing through a
+    smooth surrogate's gradient map frozen at its minimiser, from the states in ``out``.
+
+    The target is KNG's ``f(theta) ∝ exp(-a ||gradient(theta)||_K) base(theta)`` with the
+    exact (e.g. piecewise-constant) ``gradient(theta, args, g)``.  A smooth, strictly convex
+    surrogate of the loss (``s_gradient(theta, sargs, g)``, ``s_hessian(theta, sargs, H)``)
+    gives, once per call (deterministic, no random numbers):
+
+    1. ``theta_s``: the surrogate's minimiser, by the Newton solve of ``s_gradient = 0`` started
+       at the data-independent ``center``; ``M``: the surrogate Hessian there;
+    2. ``theta_c``: :data:`SURROGATE_REFINE` chord steps ``theta <- theta - M^-1 gradient(theta)``
+       on the exact gradient from ``theta_s`` (the surrogate's minimiser is off the exact
+       gradient's zero by its smoothing bias, which at large ``n`` exceeds the target's spread).
+
+    Near ``theta_c`` the exact gradient is ``M (theta - theta_c)`` up to the jumps of a few
+    rows, so the law of ``u = M (theta - theta_c)`` is close to K-norm noise of rate ``a``.
+    The proposal law ``q`` is a mixture: with probability :data:`SURROGATE_BASE` a draw of the
+    base measure ``pi_0`` (uniform on ``Theta``, or the Gaussian base), otherwise
+    ``theta' = theta_c + M^-1 u`` with ``u`` drawn exactly as K-norm noise of rate
+    ``a' = SURROGATE_TEMPER a`` (a little wider than the target), of density
+    ``det M a'^d / (d! vol K) exp(-a' ||M (theta' - theta_c)||_K)``.  A proposal is accepted
+    with probability ``min(1, w(theta') / w(theta))``, ``w = f / q``::
+
+        log w(theta) = log base(theta) - a ||gradient(theta)||_K - log q(theta),
+
+    and rejected outside ``Theta``.  This is independence Metropolis with a fixed proposal,
+    so it leaves ``f`` invariant whatever ``theta_c`` and ``M`` are (they only set the
+    acceptance rate; both depend on the data, as the gradient map's Newton solves do).  The
+    base component keeps ``w`` small wherever the surrogate's proposal has no mass, so a
+    state far from the mode is left at the first proposal near it.
+
+    Each row of ``out`` (in ``Theta``; the end of a random-walk Metropolis chain in
+    :class:`~kngflow.mechanisms.generic.GenericKNG`) is the start of one chain and is
+    replaced by its state after ``proposals`` proposals; the schedule is data independent.
+    Cost: ``O(n d^2)`` per surrogate Newton iteration once per call, then one exact gradient
+    (``O(n d)``) per proposal; the chains share the fit.
+
+    Returns 0, or -1 (``out`` unchanged) when the surrogate's Hessian at ``center`` or its
+    Newton solve fails.  ``acc_out[ch]``: the fraction of proposals accepted;
+    ``steps_out[ch]``: ``proposals``.
+    """
+    d = center.shape[0]
+    gauss = base_scale > 0.0
+    inv2s2 = 0.5 / (base_scale * base_scale) if gauss else 0.0
+    u = np.zeros(d)
+    xc = np.empty(d)
+    L = np.empty((d, d))
+    H = np.empty((d, d))
+    g = np.empty(d)
+    r = np.empty(d)
+    step = np.empty(d)
+    xn = np.empty(d)
+    rn = np.empty(d)
+    for i in range(d):
+        xc[i] = center[i]
+    s_hessian(xc, sargs, H)
+    if math.isnan(cholesky_logdet(H, L)):
+        return -1
+    logdet = _solve(s_gradient, s_hessian, sargs, u, xc, L, H, g, r, step, xn, rn, max_iter)
+    if math.isnan(logdet):
+        return -1
+    for _ in range(SURROGATE_REFINE):  # L is the factor of M (the Hessian at the minimiser)
+        gradient(xc, args, g)
+        _chol_solve(L, g, step)
+        if not math.isfinite(_inf_norm(step)):
+            return -1
+        for i in range(d):
+            xc[i] += step[i]
+    ap = SURROGATE_TEMPER * a
+    log_map = math.log(1.0 - SURROGATE_BASE) + logdet + _log_knorm_normaliser(code, d, ap)
+    if gauss:
+        log_base = math.log(SURROGATE_BASE) - 0.5 * d * math.log(2.0 * math.pi * base_scale * base_scale)
+    else:  # the l1 ball of radius B has volume (2B)^d / d!
+        log_base = math.log(SURROGATE_BASE) + math.lgamma(d + 1.0) - d * math.log(2.0 * B)
+    theta = np.empty(d)
+    prop = np.empty(d)
+    minus_u = np.empty(d)
+    dl = np.empty(d)
+    for ch in range(out.shape[0]):
+        for i in range(d):
+            theta[i] = out[ch, i]
+        logw = -math.inf
+        accepted = 0
+        for it in range(proposals + 1):  # it = 0: the start's weight
+            if it == 0:
+                for i in range(d):
+                    prop[i] = theta[i]
+            elif rng.random() < SURROGATE_BASE:
+                _draw_base(rng, center, B, base_scale, prop)
+            else:
+                _draw_u(rng, code, 1.0 / ap, u)
+                for i in range(d):
+                    minus_u[i] = -u[i]
+                _chol_solve(L, minus_u, prop)  # prop = M^-1 u
+                for i in range(d):
+                    prop[i] += xc[i]
+            s = 0.0
+            for i in range(d):
+                t = prop[i] - center[i]
+                s += t * t if gauss else abs(t)
+            if gauss:
+                logbase = -s * inv2s2
+                log_pi0 = log_base - s * inv2s2
+            elif not s <= B:
+                continue
+            else:
+                logbase = 0.0
+                log_pi0 = log_base
+            for i in range(d):  # u = M (prop - theta_c) = L (L' (prop - theta_c))
+                t = 0.0
+                for k in range(i, d):
+                    t += L[k, i] * (prop[k] - xc[k])
+                dl[i] = t
+            for i in range(d - 1, -1, -1):
+                t = 0.0
+                for k in range(i + 1):
+                    t += L[i, k] * dl[k]
+                u[i] = t
+            lq = log_map - ap * knorm(u, code)
+            lq = max(lq, log_pi0) + math.log1p(math.exp(-abs(lq - log_pi0)))
+            gradient(prop, args, g)
+            logw_new = logbase - a * knorm(g, code) - lq
+            if not math.isfinite(logw_new):
+                continue
+            if it > 0:
+                la = logw_new - logw
+                if la < 0.0 and not math.log(rng.random()) < la:
+                    continue
+                accepted += 1
+            logw = logw_new
+            for i in range(d):
+                theta[i] = prop[i]
+        out[ch, :] = theta
+        acc_out[ch] = accepted / proposals
+        steps_out[ch] = proposals
+    return 0

@@ -12,6 +12,9 @@ supplying
 * optionally ``hessian`` (class attribute, KNG) — jitted ``hessian(theta, args, H)``, the
   Jacobian of ``gradient``, used when ``precondition`` is true (else central differences
   of ``gradient``);
+* optionally ``surrogate`` (class attribute, KNG whose gradient is not smooth) — jitted
+  ``(gradient, hessian)`` of a smooth strictly convex surrogate of the loss on
+  ``surrogate_args(data)``, enabling the surrogate map;
 * optionally ``domain(data) -> (center, B)`` (default: the ℓ1 ball of radius ``bound``
   around 0), ``output_scale(data)`` (default 1), and faster samplers
   (``_draw_exact`` / ``_draw_gibbs``) listed in ``samplers``.
@@ -35,7 +38,12 @@ loss and a jitted ``hessian``) draws the gradient as exact K-norm noise, maps it
 Newton's method and accepts the root as an independence-Metropolis proposal with
 probability ``min(1, det H(current) / det H(proposed))`` inside ``Theta``; under
 ``"auto"`` a gradient map that finds no proposal inside ``Theta`` in ``max_tries`` hands
-over to the next sampler of ``samplers`` (same target).  A mechanism
+over to the next sampler of ``samplers`` (same target).  The surrogate map
+(:func:`~kngflow.kernels.gradient_map.surrogate_map_chain`, KNG whose gradient is not
+smooth but that declares a smooth ``surrogate``) runs the Metropolis chain's ``steps``
+sweeps, then ``proposals`` independence-Metropolis proposals from its end: a mixture of the
+base measure and the surrogate's gradient map frozen at its minimiser, accepted on the
+exact density; under ``"auto"`` it hands over likewise when its fit fails.  A mechanism
 with ``precondition`` true runs that kernel along preconditioned directions
 (:func:`~kngflow.kernels.generic.precond_metropolis_chains`: the columns of the inverse
 Jacobian of the gradient at the chain's state, adapted in the burn-in with the scales,
@@ -57,16 +65,18 @@ from kngflow.kernels.generic import (
     metropolis_chains,
     precond_metropolis_chains,
 )
-from kngflow.kernels.gradient_map import MAX_ITER, gradient_map_chain
+from kngflow.kernels.gradient_map import MAX_ITER, gradient_map_chain, surrogate_map_chain
 from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_positive, check_rng
 from kngflow.mechanisms.claims import Density
 from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, HardeningError, coupling_hardening
 
 __all__ = ["NonPrivateBase", "Sampled", "sampler_hardening", "HARDENABLE_SAMPLERS", "GenericKNG", "GenericExponential", "NORMS", "SAMPLERS", "gradient_map_draws",
-           "GRADIENT_MAP_PROPOSALS"]
+           "surrogate_map_draws", "GRADIENT_MAP_PROPOSALS"]
 
 NORMS = ("l1", "l2", "linf")
-SAMPLERS = ("auto", "exact", "gibbs", "metropolis", "gradient_map")
+SAMPLERS = ("auto", "exact", "gibbs", "metropolis", "gradient_map", "surrogate_map")
+#: samplers drawing through a gradient map (options ``proposals``, ``max_tries``)
+MAP_SAMPLERS = ("gradient_map", "surrogate_map")
 BASES = ("uniform", "gaussian")
 #: default proposals of a gradient-map chain (option ``proposals``)
 GRADIENT_MAP_PROPOSALS = 50
@@ -92,6 +102,25 @@ def gradient_map_draws(gradient, hessian, args, a, norm, domain, base_scale, rng
     if status < 0:
         raise RuntimeError(f"gradient-map sampler: no proposal inside Theta in max_tries={max_tries} proposals "
                            "(the gradient's image hardly meets the noise); use sampler='metropolis'")
+    return out, acc, steps
+
+
+def surrogate_map_draws(gradient, surrogate, args, sargs, a, norm, domain, base_scale, rng, start, proposals):
+    """Surrogate-map steps (:func:`~kngflow.kernels.gradient_map.surrogate_map_chain`) for KNG
+    on a problem's exact jitted ``gradient`` (on ``args``) with the smooth surrogate
+    ``surrogate = (gradient, hessian)`` (on ``sargs``), one chain from each row of ``start``
+    (size, d; in ``Theta``): returns the final states (size, d), the accepted fractions
+    (size,) and the proposals made (size,); other arguments as :func:`gradient_map_draws`.
+    Raises RuntimeError when the surrogate's fit fails."""
+    center, B = domain
+    center = np.ascontiguousarray(center, dtype=np.float64)
+    out = np.array(start, dtype=np.float64, order="C")
+    acc = np.empty(out.shape[0])
+    steps = np.empty(out.shape[0], dtype=np.int64)
+    status = surrogate_map_chain(gradient, surrogate[0], surrogate[1], rng, args, sargs, float(a), NORM_CODES[norm],
+                                 center, float(B), float(base_scale), int(proposals), MAX_ITER, out, acc, steps)
+    if status < 0:
+        raise RuntimeError("surrogate-map sampler: the smooth surrogate's Newton fit failed; use sampler='metropolis'")
     return out, acc, steps
 
 
@@ -147,10 +176,10 @@ class Sampled(Mechanism):
     --------------------
     bound : float, the ℓ1 radius ``B`` of ``Theta`` (uniform base measure).
     base : {"uniform", "gaussian"}; base_scale : sd of the Gaussian base.
-    sampler : {"auto", "exact", "gibbs", "metropolis", "gradient_map"}.
+    sampler : {"auto", "exact", "gibbs", "metropolis", "gradient_map", "surrogate_map"}.
     steps : Metropolis sweeps (first half burn-in); gibbs_sweeps : Gibbs sweeps.
-    KNG adds ``proposals`` (gradient-map proposals per release) and ``max_tries``
-    (proposals before the first one inside ``Theta``).
+    KNG adds ``proposals`` (gradient-map or surrogate-map proposals per release) and ``max_tries``
+    (gradient-map proposals before the first one inside ``Theta``).
     """
 
     kind = ""
@@ -252,13 +281,14 @@ class Sampled(Mechanism):
         epsilon = check_epsilon(epsilon)
         rng = check_rng(rng)
         name = self._policy()
-        if name == "gradient_map" and self.sampler == "auto":
+        if name in MAP_SAMPLERS and self.sampler == "auto":
+            draw = self.draw_gradient_map if name == "gradient_map" else self.draw_surrogate_map
             try:
-                theta, acc, steps = self.draw_gradient_map(data, epsilon, rng, 1)
+                theta, acc, steps = draw(data, epsilon, rng, 1)
             except RuntimeError:  # no proposal inside Theta in max_tries: the next sampler, same target
                 name = self.available_samplers()[1]
             else:
-                info = {"sampler": "gradient_map", "acceptance": float(acc[0]), "steps": int(steps[0])}
+                info = {"sampler": name, "acceptance": float(acc[0]), "steps": int(steps[0])}
                 return Release(np.asarray(theta[0], dtype=np.float64) * self.output_scale(data), info)
         if name == "exact":
             theta = self.draw_exact(data, epsilon, rng, 1)
@@ -266,9 +296,10 @@ class Sampled(Mechanism):
         elif name == "gibbs":
             theta = self.draw_gibbs(data, epsilon, rng, 1)
             info = {"sampler": "gibbs", "acceptance": 1.0, "steps": self.gibbs_sweeps}
-        elif name == "gradient_map":
-            theta, acc, steps = self.draw_gradient_map(data, epsilon, rng, 1)
-            info = {"sampler": "gradient_map", "acceptance": float(acc[0]), "steps": int(steps[0])}
+        elif name in MAP_SAMPLERS:
+            draw = self.draw_gradient_map if name == "gradient_map" else self.draw_surrogate_map
+            theta, acc, steps = draw(data, epsilon, rng, 1)
+            info = {"sampler": name, "acceptance": float(acc[0]), "steps": int(steps[0])}
         else:
             theta, acc = self.draw_metropolis(data, epsilon, rng, 1)
             info = {"sampler": "metropolis", "acceptance": float(acc[0]), "steps": self.steps}
@@ -332,6 +363,9 @@ class Sampled(Mechanism):
     def draw_gradient_map(self, data, epsilon, rng, size, proposals=None):
         raise ValueError(f"sampler 'gradient_map' is not available for {self!r}")
 
+    def draw_surrogate_map(self, data, epsilon, rng, size, proposals=None):
+        raise ValueError(f"sampler 'surrogate_map' is not available for {self!r}")
+
     #: ``centre(data)``, the non-private estimate the release concentrates around (the
     #: bit-level audit's centre; None: no bit-level audit), set by problems whose exact
     #: sampler computes the release from data values
@@ -368,6 +402,9 @@ class GenericKNG(Sampled):
     kind = "kng"
     gradient = None  # jitted gradient(theta, args, g), set by the problem's subclass
     hessian = None  # optional jitted hessian(theta, args, H), the Jacobian of ``gradient``
+    #: optional ``(gradient, hessian)`` of a smooth strictly convex surrogate of a loss whose
+    #: gradient is not smooth, on ``surrogate_args(data)``: enables ``"surrogate_map"``
+    surrogate = None
 
     def __init__(self, *, norm="linf", proposals=GRADIENT_MAP_PROPOSALS, max_tries=10_000, **kw):
         self.norm = check_choice("norm", norm, NORMS)
@@ -377,7 +414,7 @@ class GenericKNG(Sampled):
 
     def options(self) -> dict:
         opts = {"norm": self.norm, **super().options()}
-        if "gradient_map" in self.available_samplers():
+        if any(name in MAP_SAMPLERS for name in self.available_samplers()):
             opts.update(proposals=self.proposals, max_tries=self.max_tries)
         return opts
 
@@ -398,6 +435,30 @@ class GenericKNG(Sampled):
                                   self.rate(data, epsilon), self.norm, self.domain(data),
                                   self.base_scale if self.base == "gaussian" else 0.0, rng, size,
                                   int(proposals or self.proposals), self.max_tries)
+
+    def surrogate_args(self, data) -> tuple:
+        """The tuple the surrogate's jitted gradient and Hessian take (problems with a ``surrogate``)."""
+        raise NotImplementedError
+
+    def draw_surrogate_map(self, data, epsilon, rng, size, proposals=None):
+        """Final states, acceptance rates and step counts of ``size`` surrogate-map chains, scaled
+        units: the Metropolis chain (:meth:`draw_metropolis`, ``steps`` sweeps from the
+        data-independent centre), then ``proposals`` independence-Metropolis proposals from its
+        end (:func:`~kngflow.kernels.gradient_map.surrogate_map_chain`: a mixture of the base
+        measure and the class's smooth ``surrogate`` frozen at its minimiser, accepted on the
+        exact density).  Each step leaves the target invariant; the random walk explores
+        targets as wide as ``Theta``, the proposals reach the mode where the walk alone would
+        stay far from it (large ``n``).  The acceptance rate is the proposals'; the step count
+        is ``steps + proposals``.  The chains share one surrogate fit.  Raises RuntimeError
+        when the fit fails."""
+        if "surrogate_map" not in self.available_samplers():
+            return super().draw_surrogate_map(data, epsilon, rng, size, proposals)
+        start, _ = self.draw_metropolis(data, epsilon, rng, size)
+        out, acc, steps = surrogate_map_draws(type(self).gradient, type(self).surrogate, self.kernel_args(data),
+                                              self.surrogate_args(data), self.rate(data, epsilon), self.norm,
+                                              self.domain(data), self.base_scale if self.base == "gaussian" else 0.0,
+                                              rng, start, int(proposals or self.proposals))
+        return out, acc, steps + self.steps
 
     def _jacobian(self):
         cls = type(self)

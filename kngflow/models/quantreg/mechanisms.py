@@ -17,7 +17,17 @@ import numpy as np
 
 from kngflow.models.quantreg.problem import QuantRegData, gradient_sensitivity, loss_sensitivity, quantreg_lp
 from kngflow.kernels.generic import NORM_CODES
-from kngflow.models.quantreg.sampler import TARGET_EXP, TARGET_KNG, qr_gibbs_chains, qr_gradient, qr_loss, qr_metropolis_chains
+from kngflow.models.quantreg.sampler import (
+    TARGET_EXP,
+    TARGET_KNG,
+    qr_gibbs_chains,
+    qr_gradient,
+    qr_loss,
+    qr_metropolis_chains,
+    qr_smooth_gradient,
+    qr_smooth_hessian,
+    smooth_bandwidth,
+)
 from kngflow.mechanisms.generic import GenericExponential, GenericKNG, NonPrivateBase
 
 __all__ = ["NonPrivate", "KNG", "Exponential", "check_quantreg_data"]
@@ -116,17 +126,29 @@ class KNG(_QuantReg, GenericKNG):
 
     gradient = staticmethod(qr_gradient)
     _target = TARGET_KNG
-    #: Metropolis first: far from the mode ``||g||_inf`` is dominated by one coordinate,
-    #: so the other's exact conditional is nearly flat and coordinate Gibbs zig-zags;
-    #: from the start at 0 it needs more sweeps as n grows (about 50 at n = 10^4,
-    #: where 10 leave the chain far from the mode).  With the paper's 1000 steps the
-    #: tuned random walk matches the exact law up to n = 10^4 (KS p >= 0.14 with 10 000
-    #: draws, SD ratios 0.99-1.01) but NOT at n = 10^5: there 1.2-1.5 % of releases
-    #: stay far from the mode (errors 0.2-0.8 against the LP's 0.006; SD ratio 256;
-    #: tau = 1/2, l1 ball of radius 1, eps = 1), and the unbanded generic kernel sticks
-    #: on the same seeds, so it is a mixing failure.  5000 steps gave 0 stuck in 500
-    #: releases and 10 000 steps 0 in 1000 at n = 10^5; larger n is unmeasured.
-    samplers = ("metropolis", "gibbs")
+    #: The surrogate map first (:meth:`~kngflow.mechanisms.generic.GenericKNG.draw_surrogate_map`):
+    #: the paper's random-walk Metropolis chain (``steps`` sweeps from 0), then 50
+    #: independence-Metropolis proposals from its end, drawn from a mixture of the base
+    #: measure and the gradient map of the logistic-smoothed check loss (bandwidth
+    #: :func:`~kngflow.models.quantreg.sampler.smooth_bandwidth`) frozen at its minimiser and
+    #: moved by chord steps to the exact gradient's zero, each accepted on the exact density.
+    #: The walk alone does not mix at large n: with 1000 steps it matches the exact law up to
+    #: n = 10^4, but at n = 10^5 1.2-1.5 % of its releases stay far from the mode (errors
+    #: 0.2-0.8 against the LP's 0.006; the unbanded generic kernel sticks on the same seeds).
+    #: The proposals take those chains to the mode (0 stuck in 2000 releases at n = 10^5 and
+    #: in 200 at 10^6 and 10^7, benchmarks/sampler_check.py); the walk covers targets as
+    #: wide as Theta (small n), where the surrogate's proposals alone would not.  The walk
+    #: alone stays available (``sampler="metropolis"``, the hardened default: its rounding is
+    #: bounded) and exact coordinate Gibbs too; Gibbs zig-zags far from the mode
+    #: (``||g||_inf`` dominated by one coordinate makes the other's conditional nearly flat).
+    samplers = ("surrogate_map", "metropolis", "gibbs")
+    surrogate = (qr_smooth_gradient, qr_smooth_hessian)
+
+    def available_samplers(self):
+        return self.samplers if self.base == "uniform" else ("surrogate_map", "metropolis")
+
+    def surrogate_args(self, data):
+        return (data.X, data.y, data.tau, smooth_bandwidth(data.n))
 
     def sensitivity(self, data) -> float:
         return gradient_sensitivity(self.norm, data.d, data.tau)
