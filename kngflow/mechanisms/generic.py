@@ -75,7 +75,7 @@ __all__ = ["NonPrivateBase", "Sampled", "sampler_hardening", "HARDENABLE_SAMPLER
 
 NORMS = ("l1", "l2", "linf")
 SAMPLERS = ("auto", "exact", "gibbs", "metropolis", "gradient_map", "surrogate_map")
-#: samplers drawing through a gradient map (options ``proposals``, ``max_tries``)
+#: samplers drawing through a gradient map (option ``proposals``; the gradient map also ``max_tries``)
 MAP_SAMPLERS = ("gradient_map", "surrogate_map")
 BASES = ("uniform", "gaussian")
 #: default proposals of a gradient-map chain (option ``proposals``)
@@ -414,8 +414,11 @@ class GenericKNG(Sampled):
 
     def options(self) -> dict:
         opts = {"norm": self.norm, **super().options()}
-        if any(name in MAP_SAMPLERS for name in self.available_samplers()):
-            opts.update(proposals=self.proposals, max_tries=self.max_tries)
+        available = self.available_samplers()
+        if any(name in MAP_SAMPLERS for name in available):
+            opts["proposals"] = self.proposals
+        if "gradient_map" in available:
+            opts["max_tries"] = self.max_tries
         return opts
 
     def _energy(self):
