@@ -41,6 +41,10 @@ converged solve does not depend on its start.  The Hessian at the root gives
 The kernel is specialised on the problem's jitted ``gradient(theta, args, g)`` and
 ``hessian(theta, args, H)`` (``cache=False``, compiled once per process and problem, as
 :mod:`kngflow.kernels.generic`).
+
+:func:`surrogate_map_chain` carries the idea to losses whose gradient is not smooth
+(quantile regression's is piecewise constant): the map of a smooth surrogate, frozen at its
+minimiser, proposes; the exact density accepts.
 """
 
 from __future__ import annotations
