@@ -58,7 +58,7 @@ from kngflow.kernels.generic import knorm
 from kngflow.noise import draw_l1_into, draw_l2_into, draw_linf_into
 
 __all__ = ["gradient_map_chain", "surrogate_map_chain", "cholesky_logdet", "XTOL", "MAX_ITER", "SURROGATE_TEMPER",
-           "SURROGATE_REFINE", "SURROGATE_BASE"]
+           "SURROGATE_REFINE", "BASE_SHARE"]
 
 #: Newton's step tolerance, relative to ``1 + ||theta||_inf``
 XTOL = 1e-10
@@ -220,123 +220,6 @@ def _draw_u(rng, code, scale, u):
         draw_linf_into(rng, scale, u)
 
 
-@jit(cache=False)
-def gradient_map_chain(gradient, hessian, rng, args, a, code, center, B, base_scale, proposals, max_tries, max_iter,
-                       out, acc_out, steps_out):
-    """Run ``out.shape[0]`` independent gradient-map chains (see the module docstring).
-
-    Parameters
-    ----------
-    gradient, hessian : the problem's jitted ``gradient(theta, args, g)`` and
-        ``hessian(theta, args, H)`` (the Jacobian of ``gradient``, symmetric positive definite).
-    rng : numpy.random.Generator
-    args : the tuple passed through to ``gradient`` and ``hessian``.
-    a : float, the rate (the density is ``exp(-a ||gradient||_K)``); ``u`` has scale ``1/a``.
-    code : norm code (0 ℓ1, 1 ℓ2, 2 ℓ∞; :data:`kngflow.kernels.generic.NORM_CODES`).
-    center : (d,) float64, the base measure's centre and the first solve's Newton start.
-    B : float, ℓ1 radius of ``Theta`` around ``center`` (``inf``: ``R^d``); ignored when
-        ``base_scale > 0`` (Gaussian base ``N(center, base_scale^2 I)`` on ``R^d``).
-    proposals : int >= 1, proposals per chain (more while none has fallen inside ``Theta``).
-    max_tries : int, proposals allowed before the first one inside ``Theta``.
-    max_iter : Newton iterations per solve.
-    out : (chains, d) final states; acc_out : (chains,) accepted fraction of all
-        proposals (the first accepted one included); steps_out : (chains,) int64
-        proposals made.
-
-    Returns 0, or -1 when a chain found no proposal inside ``Theta`` in ``max_tries``
-    (its row of ``out`` is then undefined).
-    """
-    d = center.shape[0]
-    gauss = base_scale > 0.0
-    inv2s2 = 0.5 / (base_scale * base_scale) if gauss else 0.0
-    u = np.empty(d)
-    x = np.empty(d)
-    theta = np.empty(d)
-    L = np.empty((d, d))
-    Lcur = np.empty((d, d))
-    H = np.empty((d, d))
-    g = np.empty(d)
-    r = np.empty(d)
-    step = np.empty(d)
-    xn = np.empty(d)
-    rn = np.empty(d)
-    L0 = np.empty((d, d))
-    hessian(center, args, H)
-    ok0 = not math.isnan(cholesky_logdet(H, L0))
-    if not ok0:  # no usable Hessian at the centre: start Newton on the identity
-        for i in range(d):
-            for k in range(d):
-                L0[i, k] = 1.0 if i == k else 0.0
-    status = 0
-    for ch in range(out.shape[0]):
-        for i in range(d):
-            theta[i] = center[i]
-            for k in range(d):
-                Lcur[i, k] = L0[i, k]
-        have = False
-        logw = 0.0
-        made = 0
-        accepted = 0
-        while True:
-            if have and made >= proposals:
-                break
-            if not have and made >= max_tries:
-                status = -1
-                break
-            made += 1
-            _draw_u(rng, code, 1.0 / a, u)
-            for i in range(d):
-                x[i] = theta[i]
-                for k in range(d):
-                    L[i, k] = Lcur[i, k]
-            logdet = _solve(gradient, hessian, args, u, x, L, H, g, r, step, xn, rn, max_iter)
-            if math.isnan(logdet):
-                continue
-            s = 0.0
-            if gauss:
-                for i in range(d):
-                    t = x[i] - center[i]
-                    s += t * t
-                logbase = -s * inv2s2
-            else:
-                for i in range(d):
-                    s += abs(x[i] - center[i])
-                if not s <= B:
-                    continue
-                logbase = 0.0
-            logw_new = logbase - logdet
-            if have:
-                la = logw_new - logw
-                if la < 0.0 and not math.log(rng.random()) < la:
-                    continue
-            have = True
-            accepted += 1
-            logw = logw_new
-            for i in range(d):
-                theta[i] = x[i]
-                for k in range(d):
-                    Lcur[i, k] = L[i, k]
-        out[ch, :] = theta
-        acc_out[ch] = accepted / made
-        steps_out[ch] = made
-    return status
-
-
-# ------------------------------------------------------------ the surrogate map
-
-#: the surrogate map's proposal rate, as a fraction of the target's: a wider proposal, so
-#: that the target-to-proposal ratio stays bounded where the gradient departs from its
-#: linearisation (piecewise-constant gradients jump by one row's term at a time)
-SURROGATE_TEMPER = 0.75
-#: chord steps on the exact gradient that move the proposal's centre from the surrogate's
-#: minimiser to where the exact gradient is near zero
-SURROGATE_REFINE = 5
-#: the share of the surrogate map's proposals drawn from the base measure (uniform on
-#: ``Theta`` or the Gaussian base): they bound the target-to-proposal ratio where the
-#: surrogate's proposal has no mass (a target much wider than the surrogate's map)
-SURROGATE_BASE = 0.2
-
-
 @jit
 def _log_knorm_normaliser(code, d, rate):
     """``log`` of ``rate^d / (d! vol(K))``, the normalising constant of ``exp(-rate ||u||_K)`` on ``R^d``."""
@@ -370,6 +253,162 @@ def _draw_base(rng, center, B, base_scale, out):
 
 
 @jit(cache=False)
+def gradient_map_chain(gradient, hessian, rng, args, a, code, center, B, base_scale, proposals, max_tries, max_iter,
+                       base_share, out, acc_out, steps_out):
+    """Run ``out.shape[0]`` independent gradient-map chains (see the module docstring).
+
+    Parameters
+    ----------
+    gradient, hessian : the problem's jitted ``gradient(theta, args, g)`` and
+        ``hessian(theta, args, H)`` (the Jacobian of ``gradient``, symmetric positive definite).
+    rng : numpy.random.Generator
+    args : the tuple passed through to ``gradient`` and ``hessian``.
+    a : float, the rate (the density is ``exp(-a ||gradient||_K)``); ``u`` has scale ``1/a``.
+    code : norm code (0 ℓ1, 1 ℓ2, 2 ℓ∞; :data:`kngflow.kernels.generic.NORM_CODES`).
+    center : (d,) float64, the base measure's centre and the first solve's Newton start.
+    B : float, ℓ1 radius of ``Theta`` around ``center`` (``inf``: ``R^d``); ignored when
+        ``base_scale > 0`` (Gaussian base ``N(center, base_scale^2 I)`` on ``R^d``).
+    proposals : int >= 1, proposals per chain (more while none has fallen inside ``Theta``).
+    max_tries : int, proposals allowed before the first one inside ``Theta``.
+    max_iter : Newton iterations per solve.
+    base_share : float in [0, 1), the share of proposals drawn from the base measure
+        instead (uniform on ``Theta``, finite ``B``, or the Gaussian base).  With it the
+        proposal law is the mixture ``q = s pi_0 + (1 - s) q_map``, ``q_map(theta) =
+        k_a exp(-a ||gradient(theta)||_K) det H(theta)`` (``k_a = a^d / (d! vol K)``; 0 where
+        ``H`` is singular), and a proposal is accepted with probability
+        ``min(1, w(theta') / w(theta))``, ``w = f / q``: ``w`` stays bounded by
+        ``1 / (s pi_0)`` where ``det H`` is small (a gradient that saturates, as logistic
+        regression's far from the data, or one of low rank, as on a tiny data set), where
+        the map alone proposes too rarely.  ``0``: the map alone, ``w = base / det H`` (exact
+        for a constant Hessian).
+    out : (chains, d) final states; acc_out : (chains,) accepted fraction of all
+        proposals (the first accepted one included); steps_out : (chains,) int64
+        proposals made.
+
+    Returns 0, or -1 when a chain found no proposal inside ``Theta`` in ``max_tries``
+    (its row of ``out`` is then undefined).
+    """
+    d = center.shape[0]
+    gauss = base_scale > 0.0
+    inv2s2 = 0.5 / (base_scale * base_scale) if gauss else 0.0
+    u = np.empty(d)
+    x = np.empty(d)
+    theta = np.empty(d)
+    L = np.empty((d, d))
+    Lcur = np.empty((d, d))
+    H = np.empty((d, d))
+    g = np.empty(d)
+    r = np.empty(d)
+    step = np.empty(d)
+    xn = np.empty(d)
+    rn = np.empty(d)
+    L0 = np.empty((d, d))
+    hessian(center, args, H)
+    ok0 = not math.isnan(cholesky_logdet(H, L0))
+    if not ok0:  # no usable Hessian at the centre: start Newton on the identity
+        for i in range(d):
+            for k in range(d):
+                L0[i, k] = 1.0 if i == k else 0.0
+    mixed = base_share > 0.0
+    if mixed:
+        log_map = math.log(1.0 - base_share) + _log_knorm_normaliser(code, d, a)
+        if gauss:
+            log_pi0 = math.log(base_share) - 0.5 * d * math.log(2.0 * math.pi * base_scale * base_scale)
+        else:  # the l1 ball of radius B has volume (2B)^d / d!
+            log_pi0 = math.log(base_share) + math.lgamma(d + 1.0) - d * math.log(2.0 * B)
+    status = 0
+    xs = np.empty(d)  # the Newton start: the state, or the centre where the state's Hessian is singular
+    for ch in range(out.shape[0]):
+        for i in range(d):
+            theta[i] = center[i]
+            xs[i] = center[i]
+            for k in range(d):
+                Lcur[i, k] = L0[i, k]
+        have = False
+        logw = 0.0
+        made = 0
+        accepted = 0
+        while True:
+            if have and made >= proposals:
+                break
+            if not have and made >= max_tries:
+                status = -1
+                break
+            made += 1
+            if mixed and rng.random() < base_share:  # a draw of the base measure
+                _draw_base(rng, center, B, base_scale, x)
+                hessian(x, args, H)
+                logdet = cholesky_logdet(H, L)  # nan: singular, q_map(x) = 0
+                gradient(x, args, g)
+                energy = a * knorm(g, code)
+            else:
+                _draw_u(rng, code, 1.0 / a, u)
+                for i in range(d):
+                    x[i] = xs[i]
+                    for k in range(d):
+                        L[i, k] = Lcur[i, k]
+                logdet = _solve(gradient, hessian, args, u, x, L, H, g, r, step, xn, rn, max_iter)
+                if math.isnan(logdet):
+                    continue
+                energy = a * knorm(u, code)  # gradient(x) = u
+            s = 0.0
+            if gauss:
+                for i in range(d):
+                    t = x[i] - center[i]
+                    s += t * t
+                logbase = -s * inv2s2
+            else:
+                for i in range(d):
+                    s += abs(x[i] - center[i])
+                if not s <= B:
+                    continue
+                logbase = 0.0
+            if not mixed:
+                logw_new = logbase - logdet
+            else:  # log w = log base - energy - log(s pi_0 + (1 - s) q_map)
+                lq = log_pi0 - s * inv2s2 if gauss else log_pi0
+                if not math.isnan(logdet):
+                    lm = log_map - energy + logdet
+                    lq = max(lq, lm) + math.log1p(math.exp(-abs(lq - lm)))
+                logw_new = logbase - energy - lq
+                if not math.isfinite(logw_new):
+                    continue
+            if have:
+                la = logw_new - logw
+                if la < 0.0 and not math.log(rng.random()) < la:
+                    continue
+            have = True
+            accepted += 1
+            logw = logw_new
+            singular = math.isnan(logdet)  # no factor at the new state: Newton starts at the centre
+            for i in range(d):
+                theta[i] = x[i]
+                xs[i] = center[i] if singular else x[i]
+                for k in range(d):
+                    Lcur[i, k] = L0[i, k] if singular else L[i, k]
+        out[ch, :] = theta
+        acc_out[ch] = accepted / made
+        steps_out[ch] = made
+    return status
+
+
+# ------------------------------------------------------------ the surrogate map
+
+#: the surrogate map's proposal rate, as a fraction of the target's: a wider proposal, so
+#: that the target-to-proposal ratio stays bounded where the gradient departs from its
+#: linearisation (piecewise-constant gradients jump by one row's term at a time)
+SURROGATE_TEMPER = 0.75
+#: chord steps on the exact gradient that move the proposal's centre from the surrogate's
+#: minimiser to where the exact gradient is near zero
+SURROGATE_REFINE = 5
+#: the share of proposals drawn from the base measure (uniform on ``Theta`` or the Gaussian
+#: base) by the surrogate map, and by the gradient map of a KNG whose Hessian varies: they
+#: bound the target-to-proposal ratio where the map's proposal has little mass (a target
+#: much wider than the map's, a saturating or low-rank gradient)
+BASE_SHARE = 0.2
+
+
+@jit(cache=False)
 def surrogate_map_chain(gradient, s_gradient, s_hessian, rng, args, sargs, a, code, center, B, base_scale, proposals,
                         max_iter, out, acc_out, steps_out):
     """Independence-Metropolis steps for KNG whose gradient is not smooth, proposing through a
@@ -388,7 +427,7 @@ def surrogate_map_chain(gradient, s_gradient, s_hessian, rng, args, sargs, a, co
 
     Near ``theta_c`` the exact gradient is ``M (theta - theta_c)`` up to the jumps of a few
     rows, so the law of ``u = M (theta - theta_c)`` is close to K-norm noise of rate ``a``.
-    The proposal law ``q`` is a mixture: with probability :data:`SURROGATE_BASE` a draw of the
+    The proposal law ``q`` is a mixture: with probability :data:`BASE_SHARE` a draw of the
     base measure ``pi_0`` (uniform on ``Theta``, or the Gaussian base), otherwise
     ``theta' = theta_c + M^-1 u`` with ``u`` drawn exactly as K-norm noise of rate
     ``a' = SURROGATE_TEMPER a`` (a little wider than the target), of density
@@ -441,11 +480,11 @@ def surrogate_map_chain(gradient, s_gradient, s_hessian, rng, args, sargs, a, co
         for i in range(d):
             xc[i] += step[i]
     ap = SURROGATE_TEMPER * a
-    log_map = math.log(1.0 - SURROGATE_BASE) + logdet + _log_knorm_normaliser(code, d, ap)
+    log_map = math.log(1.0 - BASE_SHARE) + logdet + _log_knorm_normaliser(code, d, ap)
     if gauss:
-        log_base = math.log(SURROGATE_BASE) - 0.5 * d * math.log(2.0 * math.pi * base_scale * base_scale)
+        log_base = math.log(BASE_SHARE) - 0.5 * d * math.log(2.0 * math.pi * base_scale * base_scale)
     else:  # the l1 ball of radius B has volume (2B)^d / d!
-        log_base = math.log(SURROGATE_BASE) + math.lgamma(d + 1.0) - d * math.log(2.0 * B)
+        log_base = math.log(BASE_SHARE) + math.lgamma(d + 1.0) - d * math.log(2.0 * B)
     theta = np.empty(d)
     prop = np.empty(d)
     minus_u = np.empty(d)
@@ -459,7 +498,7 @@ def surrogate_map_chain(gradient, s_gradient, s_hessian, rng, args, sargs, a, co
             if it == 0:
                 for i in range(d):
                     prop[i] = theta[i]
-            elif rng.random() < SURROGATE_BASE:
+            elif rng.random() < BASE_SHARE:
                 _draw_base(rng, center, B, base_scale, prop)
             else:
                 _draw_u(rng, code, 1.0 / ap, u)
