@@ -57,12 +57,14 @@ def main() -> None:
     print(f"logistic n={args.n} m={args.m} eps={eps}: one gradient pass {t_grad * 1e3:.1f} ms, "
           f"one Hessian pass {t_hess * 1e3:.1f} ms")
 
-    opts = {} if args.proposals is None else {"proposals": args.proposals}
+    opts = {"hardened": False}  # as a spec on synthetic data (hardened KNG runs Metropolis)
+    if args.proposals is not None:
+        opts["proposals"] = args.proposals
     mechs = [("kng (gradient map)", get_mechanism("logistic", "kng", **opts)),
-             ("objective_ext linf q=0.5", get_mechanism("logistic", "objective_ext", norm="linf", q=0.5))]
+             ("objective_ext linf q=0.5", get_mechanism("logistic", "objective_ext", norm="linf", q=0.5, hardened=False))]
     if args.metropolis:
         mechs.append((f"kng (metropolis, {args.metropolis} sweeps)",
-                      get_mechanism("logistic", "kng", sampler="metropolis", steps=args.metropolis)))
+                      get_mechanism("logistic", "kng", sampler="metropolis", steps=args.metropolis, hardened=False)))
     times = {}
     for label, mech in mechs:
         mech.release(data, eps, np.random.default_rng(0))  # compile

@@ -2,7 +2,7 @@
 
 KNG runs the gradient-map sampler (:mod:`kngflow.kernels.gradient_map`: exact K-norm
 noise on the gradient, Newton's method back to ``beta``, independence Metropolis on
-``det H``), ``O(n m^2)`` per proposal; the generic random-walk Metropolis kernel
+``det H``, a fifth of the proposals drawn from the base measure), ``O(n m^2)`` per proposal; the generic random-walk Metropolis kernel
 (:mod:`kngflow.kernels.generic`) along preconditioned directions stays available
 (``sampler="metropolis"``), ``O(n m)`` per update.  Extended objective perturbation (Awan & Slavković, Algorithm 2) draws K-norm
 noise and solves a strongly convex problem by Newton's method.
@@ -144,15 +144,19 @@ class KNG(GenericKNG):
     Default sampler (``sampler="auto"`` or ``"gradient_map"``): the loss is smooth and
     strictly convex, so ``u = grad l_n(beta)`` has density ∝ ``exp(-eps/(2 Delta_K)
     ||u||_K) / det H(beta(u))``; ``u`` is drawn as exact K-norm noise, ``beta(u)`` found by
-    Newton's method (warm-started at the chain's state) and accepted as an
-    independence-Metropolis proposal with probability ``min(1, det H(current) / det
-    H(proposed))`` inside ``Theta`` (:mod:`kngflow.kernels.gradient_map`); the first
-    proposal inside ``Theta`` starts the chain, ``proposals`` (default 50) proposals in
-    all (20 leave a visible start-up bias at n = 1000, ε = 1/4, where a quarter of them
-    are accepted).  At ``n = 10^6``, ``m = 7``, ε = 1 nearly every proposal is accepted and a
-    release costs about as much as extended objective perturbation's solve.  Where no
-    proposal falls inside ``Theta`` in ``max_tries`` (a handful of records), ``"auto"``
-    falls back to the Metropolis chain, which targets the same law.
+    Newton's method (warm-started at the chain's state) and used as an
+    independence-Metropolis proposal inside ``Theta`` (:mod:`kngflow.kernels.gradient_map`).
+    A fifth of the proposals are instead uniform draws on ``Theta`` (the base measure), and
+    each proposal is accepted on the ratio of ``w = f / q`` with ``q`` the mixture's density:
+    far from the data the gradient saturates and ``det H`` is tiny, so the map alone
+    proposes there too rarely — on a two-record data set whose law spreads over ``Theta``
+    the black-box audit read a loss of 4.9 at ε = 1 without the base draws, 0 with them.
+    The first proposal inside ``Theta`` starts the chain, ``proposals`` (default 50)
+    proposals in all (20 leave a visible start-up bias at n = 1000, ε = 1/4, where a
+    quarter of them are accepted).  At ``n = 10^6``, ``m = 7``, ε = 1 nearly every map
+    proposal is accepted and a release costs about as much as extended objective
+    perturbation's solve.  Where no proposal falls inside ``Theta`` in ``max_tries``,
+    ``"auto"`` falls back to the Metropolis chain, which targets the same law.
 
     Metropolis (``sampler="metropolis"``, ``precondition=True``): one-at-a-time random-walk Metropolis,
     even sweeps along the normalised columns of ``H^-1``, ``H = sum_i sigma'(x_i' beta)
