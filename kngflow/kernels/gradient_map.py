@@ -233,6 +233,15 @@ def _log_knorm_normaliser(code, d, rate):
 
 
 @jit
+def _log_base_normaliser(d, B, base_scale):
+    """``log`` of the base measure's density constant: ``N(center, base_scale^2 I)``
+    (``base_scale > 0``) or uniform on the ℓ1 ball of radius ``B`` (volume ``(2B)^d / d!``)."""
+    if base_scale > 0.0:
+        return -0.5 * d * math.log(2.0 * math.pi * base_scale * base_scale)
+    return math.lgamma(d + 1.0) - d * math.log(2.0 * B)
+
+
+@jit
 def _draw_base(rng, center, B, base_scale, out):
     """One draw of the base measure: uniform on the ℓ1 ball ``||theta - center||_1 <= B``
     (``base_scale <= 0``; normalised exponential spacings give a uniform point of the
@@ -312,10 +321,7 @@ def gradient_map_chain(gradient, hessian, rng, args, a, code, center, B, base_sc
     mixed = base_share > 0.0
     if mixed:
         log_map = math.log(1.0 - base_share) + _log_knorm_normaliser(code, d, a)
-        if gauss:
-            log_pi0 = math.log(base_share) - 0.5 * d * math.log(2.0 * math.pi * base_scale * base_scale)
-        else:  # the l1 ball of radius B has volume (2B)^d / d!
-            log_pi0 = math.log(base_share) + math.lgamma(d + 1.0) - d * math.log(2.0 * B)
+        log_pi0 = math.log(base_share) + _log_base_normaliser(d, B, base_scale)
     status = 0
     xs = np.empty(d)  # the Newton start: the state, or the centre where the state's Hessian is singular
     for ch in range(out.shape[0]):
@@ -481,10 +487,7 @@ def surrogate_map_chain(gradient, s_gradient, s_hessian, rng, args, sargs, a, co
             xc[i] += step[i]
     ap = SURROGATE_TEMPER * a
     log_map = math.log(1.0 - BASE_SHARE) + logdet + _log_knorm_normaliser(code, d, ap)
-    if gauss:
-        log_base = math.log(BASE_SHARE) - 0.5 * d * math.log(2.0 * math.pi * base_scale * base_scale)
-    else:  # the l1 ball of radius B has volume (2B)^d / d!
-        log_base = math.log(BASE_SHARE) + math.lgamma(d + 1.0) - d * math.log(2.0 * B)
+    log_base = math.log(BASE_SHARE) + _log_base_normaliser(d, B, base_scale)
     theta = np.empty(d)
     prop = np.empty(d)
     minus_u = np.empty(d)

@@ -289,7 +289,7 @@ class Sampled(Mechanism):
             draw = self.draw_gradient_map if name == "gradient_map" else self.draw_surrogate_map
             try:
                 theta, acc, steps = draw(data, epsilon, rng, 1)
-            except RuntimeError:  # no proposal inside Theta in max_tries: the next sampler, same target
+            except RuntimeError:  # no proposal inside Theta in max_tries, or no surrogate fit: the next sampler, same target
                 name = self.available_samplers()[1]
             else:
                 info = {"sampler": name, "acceptance": float(acc[0]), "steps": int(steps[0])}
