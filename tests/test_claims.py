@@ -145,8 +145,8 @@ def test_claims_that_do_not_fit_the_store(ds):
 
 
 @pytest.mark.parametrize("fields, match", [
-    ({"type": "reaches", "mechanism": "good", "n": [123]}, r"n = 123 is not in the store's grid \(100, 1000, "),
-    ({"type": "reaches", "mechanism": "good", "epsilon": [3.0]}, r"epsilon = 3 is not in the store's grid"),
+    ({"type": "reaches", "mechanism": "good", "n": [123]}, r"n = 123 not in this store \(its n: 10\^2, 10\^3, "),
+    ({"type": "reaches", "mechanism": "good", "epsilon": [3.0]}, r"ε = 3 not in this store \(its ε: "),
     ({"type": "epsilon_factor", "mechanism": "good", "target": "bad", "factor": 7.0}, r"no selected epsilon has 7"),
 ])
 def test_claims_about_cells_a_reduced_store_lacks_are_inconclusive(ds, fields, match):
@@ -280,3 +280,7 @@ def test_too_few_replicates_never_decide():
                    {"type": "ordering", "mechanisms": ["bad", "good"]},
                    {"type": "slope", "mechanism": "np", "min": -0.55, "max": -0.45}):
         assert verdict(raw, **fields) == "inconclusive"
+        # the cell says why: the count and the rule, never an empty "— [—, —]"
+        (v,) = evaluate_claims(raw, parse_claims(claim(**fields))[1])
+        assert "no interval (3 replicates" in v.summary and "needs ≥ 10)" in v.summary, v.summary
+        assert "[—, —]" not in v.summary

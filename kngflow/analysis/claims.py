@@ -377,11 +377,10 @@ class _Evaluator:
         eps = list(claim.epsilon) if claim.epsilon is not None else list(self.data.eps)
         for n in ns:
             if n not in self.data.n:
-                raise _NotInStore(f"n = {n} is not in the store's grid ({', '.join(map(str, self.data.n))})")
+                raise _NotInStore(f"n = {_fmt_n(n)} not in this store (its n: {', '.join(map(_fmt_n, self.data.n))})")
         for e in eps:
             if not any(abs(e - g) <= 1e-12 * max(1.0, abs(g)) for g in self.data.eps):
-                raise _NotInStore(f"epsilon = {e:g} is not in the store's grid "
-                                  f"({', '.join(f'{g:g}' for g in self.data.eps)})")
+                raise _NotInStore(f"ε = {e:g} not in this store (its ε: {', '.join(f'{g:g}' for g in self.data.eps)})")
         eps = [min(self.data.eps, key=lambda g: abs(g - e)) for e in eps]
         return ns, eps
 
@@ -396,6 +395,7 @@ class _Evaluator:
         if not (va > 0 and vb > 0):
             return va, vb, math.nan, math.nan
         both = np.isfinite(pa) & np.isfinite(pb)
+        self._paired = int(both.sum())
         if int(both.sum()) < MIN_REPLICATES:
             return va, vb, math.log(va / vb), math.nan
         d = np.where(both, pa / va - pb / vb, np.nan)
@@ -458,17 +458,20 @@ class _Evaluator:
         return self._decide(claim, comps, z)
 
     def _ratio_comp(self, claim: Claim, a, b, *, lo=None, hi=None, strict=False) -> dict[str, Any]:
+        self._paired = 0
         va, vb, lr, se = self._log_contrast(claim, a, b)
         where = f"{a[0]}" + (f" vs {b[0]}" if a[0] != b[0] else "") + f", n={_fmt_n(a[1])}, ε={_fmt_e(a[2])}" + (
             f" vs {_fmt_e(b[2])}" if b[2] != a[2] else "")
         return {"cell": where, "a": va, "b": vb, "value": math.exp(lr) if math.isfinite(lr) else math.nan,
-                "log": lr, "se_log": se, "min": lo, "max": hi, "strict": strict, "form": "ratio"}
+                "log": lr, "se_log": se, "min": lo, "max": hi, "strict": strict, "form": "ratio",
+                "k": self._paired}
 
     def _slope_comp(self, claim: Claim, label: str, ns: list[int], e: float, lo, hi) -> dict[str, Any]:
-        xs, ys, ses = [], [], []
+        xs, ys, ses, ks = [], [], [], []
         for n in ns:
             v, psi = self._stat(claim, label, n, e)
-            se = _se(psi) if int(np.isfinite(psi).sum()) >= MIN_REPLICATES else math.nan
+            ks.append(int(np.isfinite(psi).sum()))
+            se = _se(psi) if ks[-1] >= MIN_REPLICATES else math.nan
             if v > 0 and math.isfinite(se) and se > 0:
                 xs.append(math.log10(n))
                 ys.append(math.log10(v))
@@ -476,7 +479,7 @@ class _Evaluator:
         res = _s._wls_line(np.array(xs), np.array(ys), np.array(ses), True)
         return {"cell": f"{label}, ε={_fmt_e(e)}, n={_fmt_n(min(ns))}…{_fmt_n(max(ns))}", "value": res["slope"],
                 "se": res["slope_se_inflated"], "min": lo, "max": hi, "strict": False, "form": "level",
-                "points": int(res["n_points"])}
+                "points": int(res["n_points"]), "k": min(ks) if ks else 0}
 
     def _decide(self, claim: Claim, comps: list[dict[str, Any]], z: float) -> Verdict:
         holds, fails = [], []
@@ -507,7 +510,7 @@ class _Evaluator:
         verdict = "disagrees" if any(fails) else ("agrees" if all(holds) and holds else "inconclusive")
         numbers = []
         for c in comps:
-            row = {k: c[k] for k in ("cell", "value", "lo", "hi", "min", "max", "holds")}
+            row = {k: c[k] for k in ("cell", "value", "lo", "hi", "min", "max", "holds", "k")}
             if c["form"] == "ratio":
                 row.update(a=c["a"], b=c["b"], se=c["value"] * c["se_log"] if math.isfinite(c["se_log"]) else math.nan)
             else:
@@ -515,6 +518,10 @@ class _Evaluator:
             numbers.append(row)
         return Verdict(id=claim.id, source=claim.source, statement=claim.statement, verdict=verdict,
                        statistic=claim.statistic, summary=_summary(claim, numbers, verdict), numbers=numbers, z=z)
+
+
+def _finite_num(v: Any) -> bool:
+    return v is not None and math.isfinite(float(v))
 
 
 def _num(v: Any) -> str:
@@ -530,7 +537,12 @@ def _summary(claim: Claim, numbers: list[dict[str, Any]], verdict: str) -> str:
     what = "slope" if claim.type == "slope" else "ratio"
     parts = []
     for r in shown[:3]:
-        part = f"{r['cell']}: {what} {_num(r['value'])} [{_num(r['lo'])}, {_num(r['hi'])}]"
+        if not _finite_num(r["lo"]) and r.get("k", MIN_REPLICATES) < MIN_REPLICATES:  # no interval: say why
+            k = r["k"]
+            why = f"{k} replicate{'s' if k != 1 else ''}" + (" paired" if what == "ratio" else "")
+            part = f"{r['cell']}: {what} {_num(r['value'])}, no interval ({why}; needs ≥ {MIN_REPLICATES})"
+        else:
+            part = f"{r['cell']}: {what} {_num(r['value'])} [{_num(r['lo'])}, {_num(r['hi'])}]"
         if what == "ratio":
             part += f" ({_num(r['a'])} / {_num(r['b'])})"
         parts.append(part)
