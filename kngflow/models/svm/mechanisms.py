@@ -1,0 +1,645 @@
+"""Mechanisms for the Huber-hinge SVM; the loss and its constants are derived in
+:mod:`kngflow.models.svm.problem` (``L = 1``, ``c = 1/(2h)``, ``Delta_K = 2 sup ||x||_K``).
+
+Every mechanism targets (or, for KNG, centres on) the minimiser of
+
+    J(w) = (1/n) sum_i l_h(y_i x_i'w) + (reg/2) ||w||_2^2,
+
+with ``reg`` (Λ) a public option (default :data:`DEFAULT_REG`, the problem's default).
+Adjacency is kngflow's: data sets of the same public size ``n`` differing in one record.
+
+* :class:`NonPrivate`: the minimiser (semismooth Newton).
+* :class:`OutputPerturbation`, :class:`NoisyGD`: the shared ERM family
+  (:mod:`kngflow.mechanisms.erm`) on the Huber hinge's hooks.
+* :class:`ObjectivePerturbation`: CMS 2011 Algorithm 2 with ``c = 1/(2h)`` and its slack
+  term ``Delta``.
+* :class:`ExtendedObjectivePerturbation`: Awan & Slavković's Algorithm 2 in any norm, with
+  the regulariser's curvature counted.
+* :class:`DPSGD`: DP-SGD with Poisson subsampling and the RDP accountant.
+* :class:`KNG`: KNG on the gradient of ``n J`` (Huber hinge) by the gradient map.
+* :class:`HingeKNG`: KNG on the hinge's subgradient plus the ridge, by the surrogate map
+  (the Huber hinge as the smooth surrogate).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from numbers import Real
+
+import numpy as np
+
+from kngflow.mechanisms import erm
+from kngflow.mechanisms.base import (SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int,
+                                     check_positive, check_probability, check_rng)
+from kngflow.mechanisms.claims import Composed, Density, StatisticNoise
+from kngflow.mechanisms.erm import (DEFAULT_REG, _ERM, _release, audit_iterates, dpsgd_accountant_epsilon,
+                                    dpsgd_noise_multiplier, poisson_sample)
+from kngflow.mechanisms.generic import NORMS, GenericKNG, NonPrivateBase
+from kngflow.models.svm.problem import (LIPSCHITZ, SVMData, check_svm_data, curvature, gradient_sensitivity,
+                                        hinge_gradient, huber_gradient, huber_hessian, regularised_minimiser)
+from kngflow.noise import knorm
+
+__all__ = ["NonPrivate", "OutputPerturbation", "NoisyGD", "ObjectivePerturbation", "ExtendedObjectivePerturbation",
+           "DPSGD", "KNG", "HingeKNG", "DEFAULT_REG", "cms_constants", "perturbed_log_density",
+           "huber_derivatives", "surrogate_smoothing", "EPS_CAP", "DPSGD_AUDIT_RADIUS"]
+
+#: Largest ε DP-SGD calibrates at: an (EPS_CAP, δ)-DP mechanism is (ε, δ)-DP for every
+#: larger ε, and the subsampled-Gaussian RDP series stay well conditioned there
+EPS_CAP = 64.0
+#: radius of DP-SGD's audited iterates (its iterates are not projected)
+DPSGD_AUDIT_RADIUS = 40.0
+_ORD = {"l1": 1, "l2": 2, "linf": np.inf}
+
+
+def huber_derivatives(z: np.ndarray, h: float) -> tuple[np.ndarray, np.ndarray]:
+    """Vectorised ``(l_h'(z), l_h''(z))`` (numpy; ``l_h''`` is 1/(2h) on the closed band
+    ``|1 - z| <= h``, as :func:`~kngflow.models.svm.problem.huber_derivative`)."""
+    band = np.abs(1.0 - z) <= h
+    d1 = np.where(z > 1.0 + h, 0.0, np.where(z < 1.0 - h, -1.0, -(1.0 + h - z) / (2.0 * h)))
+    return d1, np.where(band, 1.0 / (2.0 * h), 0.0)
+
+
+def _minimise(data: SVMData, ridge: float, V=None, tol_abs: float = 0.0, max_iter: int = 200):
+    return regularised_minimiser(data.X, data.y, data.h, ridge, V, tol_abs=tol_abs, max_iter=max_iter)
+
+
+class NonPrivate(NonPrivateBase):
+    """The minimiser of ``J`` (semismooth Newton, :func:`~kngflow.models.svm.problem.regularised_minimiser`):
+    the non-private baseline.  Option ``reg`` (Λ, default 0.01)."""
+
+    def __init__(self, *, reg=DEFAULT_REG):
+        self.reg = check_positive("reg", reg)
+
+    def options(self) -> dict:
+        return {"reg": self.reg}
+
+    def __repr__(self) -> str:
+        return f"NonPrivate(reg={self.reg!r})"
+
+    def check_data(self, data):
+        return check_svm_data(data)
+
+    def estimate(self, data) -> np.ndarray:
+        return _minimise(data, data.n * self.reg, tol_abs=1e-12 * data.n)[0]
+
+
+class _HuberLoss:
+    """The Huber hinge's hooks of :class:`kngflow.mechanisms.erm._ERM`."""
+
+    def check_data(self, data):
+        return check_svm_data(data)
+
+    def size(self, data) -> tuple[int, int]:
+        """``(n, d)``: records and coefficients."""
+        return data.X.shape
+
+    def lipschitz(self, d: int) -> float:
+        """``L = 1``: ``||l_h'(z) y x||_2 <= |l_h'| ||x||_2 <= 1``."""
+        return LIPSCHITZ
+
+    def smoothness_of(self, data) -> float:
+        """``c + reg = 1/(2h) + reg``: the largest eigenvalue of ``hess J`` (where it exists)."""
+        return curvature(data.h) + self.reg
+
+    def mean_gradient(self, data, theta: np.ndarray) -> np.ndarray:
+        """``(1/n) sum_i l_h'(y_i x_i'theta) y_i x_i`` at ``theta`` (d,), or at each row of ``theta`` (k, d)."""
+        X, y = data.X, data.y
+        if theta.ndim == 1:
+            d1, _ = huber_derivatives(y * (X @ theta), data.h)
+            return X.T @ (d1 * y) / X.shape[0]
+        d1, _ = huber_derivatives(y[:, None] * (X @ theta.T), data.h)
+        return (d1 * y[:, None]).T @ X / X.shape[0]
+
+    def finish(self, data, theta: np.ndarray) -> np.ndarray:
+        """The estimate in the data's units (identity: covariates are used as given)."""
+        return theta
+
+    def default_radius(self) -> float:
+        """``sqrt(2 / reg)``: ``reg/2 ||w^||^2 <= J(w^) <= J(0) = l_h(0) = 1`` (``h < 1``), so the
+        minimiser lies in the ball ``C`` of that radius."""
+        return math.sqrt(2.0 / self.reg)
+
+
+class OutputPerturbation(_HuberLoss, erm.OutputPerturbation):
+    """Output perturbation (CMS 2011 Algorithm 1) for the Huber-hinge SVM.
+
+    Release ``w^ + Z``, ``w^ = argmin J``, ``Z`` ∝ ``exp(-||z||_2 / s)``,
+    ``s = 2 L (1 + tol) / (n reg eps)`` with ``L = 1``.
+
+    Sensitivity (CMS 2011 Corollary 8, derived in :class:`kngflow.mechanisms.erm.OutputPerturbation`):
+    replacing one record changes ``J`` by ``g = (l(.; z') - l(.; z)) / n`` with
+    ``||grad g||_2 <= 2 L / n`` (``L = 1``: ``|l_h'| <= 1``, ``||x||_2 <= 1``); ``J`` is
+    ``reg``-strongly convex, so the minimisers differ by at most ``2 / (n reg)`` in ℓ2 —
+    it needs only a Lipschitz, convex loss, not its second derivative.  The solver stops at
+    ``||grad J|| <= tol / n``, within ``tol / (n reg)`` of the exact minimiser: the factor
+    ``1 + tol``.  ``info["steps"]`` (Newton iterations) is a non-private diagnostic.
+    """
+
+    def minimiser(self, data):
+        """``(w^, iterations, converged)`` with ``||grad (n J)||_2 <= tol L`` (deterministic)."""
+        return _minimise(data, data.n * self.reg, tol_abs=self.tol * LIPSCHITZ, max_iter=max(self.max_iter, 200))
+
+
+class NoisyGD(_HuberLoss, erm.NoisyGD):
+    """Noisy projected gradient descent (Sarwate's chapter, eq. 7.11–7.12) on ``J`` for the Huber hinge.
+
+    From ``w_0 = 0``, ``T = iterations`` steps ``w <- Pi_C(w - eta (grad J(w) + Z_t))``,
+    ``C = {||w||_2 <= sqrt(2 / reg)}`` (holds the minimiser: ``J(0) = 1``), step
+    ``eta = 1 / (1/(2h) + reg)`` (``J`` is ``(c + reg)``-smooth) unless ``step_size`` is given.
+
+    Sensitivity: ``grad J = (1/n) sum_i l_h'(y_i x_i'w) y_i x_i + reg w`` moves by at most
+    ``2 L / n = 2 / n`` in ℓ2 when one record is replaced, at every ``w``, and the bound is
+    attained at ``w_0 = 0`` (every margin ``0 < 1 - h``, ``l_h' = -1``: ``x = e_1`` against
+    ``-e_1``, same label).  Gamma noise ``Z_t ∝ exp(-||z|| / s)``, ``s = 2 T / (n eps)``:
+    each step ``(eps/T)``-DP, ``T`` steps ε-DP by basic composition.  Gaussian noise
+    (default): ``sigma = z 2/n`` with ``z`` from dp_accounting's RDP accountant for ``T``
+    Gaussian steps at (ε, δ), δ default 1e-5.  The audits and hardening are those of the
+    shared family (:class:`kngflow.mechanisms.erm.NoisyGD`), with the constants above.
+    """
+
+    def smoothness(self, d: int) -> float:
+        raise NotImplementedError("the Huber hinge's smoothness depends on h: NoisyGD sets its step per data set")
+
+    def release(self, data, epsilon, rng) -> Release:
+        data = self.check_data(data)
+        if self.step_size is not None:
+            return super().release(data, epsilon, rng)
+        bound = copy.copy(self)  # the default step 1 / (c + reg) for this data set's h, self unchanged
+        bound.step_size = 1.0 / self.smoothness_of(data)
+        return erm.NoisyGD.release(bound, data, epsilon, rng)
+
+
+# --------------------------------------------------------------------------------------
+# objective perturbation
+# --------------------------------------------------------------------------------------
+
+
+def cms_constants(epsilon: float, n: int, reg: float, c: float) -> tuple[float, float]:
+    """``(eps', Delta)`` of CMS 2011 Algorithm 2 (records ``||x|| <= 1``, ridge ``reg``, curvature ``c``):
+
+    ``eps' = eps - log(1 + 2c/(n reg) + c^2/(n reg)^2)``; if ``eps' > 0``, ``Delta = 0``,
+    else ``Delta = c / (n (e^{eps/4} - 1)) - reg`` and ``eps' = eps / 2``."""
+    a = c / (n * reg)
+    eps_p = epsilon - 2.0 * math.log1p(a)  # log(1 + 2a + a^2) = 2 log(1 + a)
+    if eps_p > 0.0:
+        return eps_p, 0.0
+    return epsilon / 2.0, c / (n * math.expm1(epsilon / 4.0)) - reg
+
+
+def perturbed_log_density(data: SVMData, theta, ridge: float, scale: float, norm: str) -> np.ndarray:
+    """Log density, up to the noise's normaliser, of ``argmin sum_i l_h + ridge/2 |.|^2 + V'.``
+    with ``V ∝ exp(-||V||_norm / scale)``, at ``theta`` (..., d).
+
+    ``theta -> V(theta) = -(sum_i l_h'(y_i x_i'theta) y_i x_i + ridge theta)`` is a bijection
+    of ``R^d`` (strongly monotone, continuous), Lipschitz, and differentiable off the
+    hyperplanes ``y_i x_i'theta = 1 +- h`` (a null set), with Jacobian ``-H(theta)``,
+    ``H = sum_i l_h'' x_i x_i' + ridge I``; by the area formula the release has density
+    ``f_V(V(theta)) det H(theta)`` almost everywhere: ``-||V(theta)|| / scale + log det H``."""
+    d = data.d
+    theta = np.asarray(theta, dtype=np.float64)
+    flat = theta.reshape(-1, d)
+    out = np.empty(flat.shape[0])
+    X, y, h = data.X, data.y, data.h
+    step = max(1, 2_000_000 // data.n)
+    for a in range(0, flat.shape[0], step):
+        T = flat[a:a + step]
+        d1, d2 = huber_derivatives(y[:, None] * (X @ T.T), h)  # (n, k)
+        V = -((d1 * y[:, None]).T @ X + ridge * T)
+        H = np.einsum("ik,ia,ib->kab", d2, X, X) + ridge * np.eye(d)
+        out[a:a + step] = -np.linalg.norm(V, _ORD[norm], axis=1) / scale + np.linalg.slogdet(H)[1]
+    return out.reshape(theta.shape[:-1])
+
+
+class _Objective(Mechanism):
+    """Shared release and exact-density claim of the objective-perturbation mechanisms:
+    ``argmin sum_i l_h + ridge/2 |w|^2 + V'w`` with ``V ∝ exp(-||V||_norm / scale)``; a
+    subclass gives :meth:`law` ``(norm, scale, ridge)``."""
+
+    diagnostics = SAMPLER_DIAGNOSTICS
+
+    def check_data(self, data):
+        return check_svm_data(data)
+
+    def law(self, data, epsilon) -> tuple[str, float, float]:
+        raise NotImplementedError
+
+    def release(self, data, epsilon, rng) -> Release:
+        data = self.check_data(data)
+        epsilon = check_epsilon(epsilon)
+        rng = check_rng(rng)
+        norm, scale, ridge = self.law(data, epsilon)
+        if not (math.isfinite(scale) and math.isfinite(ridge)):  # eps ~ 1e-300: the data-independent 0
+            return _release(np.zeros(data.d), 0, "none")
+        V = knorm(rng, norm, data.d, scale)
+        tol_abs = self.tol * (data.n + float(np.linalg.norm(V)))
+        w, it, _ = _minimise(data, ridge, V, tol_abs=tol_abs, max_iter=self.max_iter)
+        return _release(w, it)
+
+    #: ``log_density`` is exact up to the noise's normaliser (data independent): exact audits
+    #: read the ratio pointwise
+    density_normalised = True
+
+    def privacy_claim(self) -> Density:
+        """The release's exact log density (up to a data-independent constant) on :meth:`parameter_box`."""
+        return Density(log_density=self.log_density, parameter_box=self.parameter_box, normalised=True,
+                       additive_centre=self.centre)
+
+    def centre(self, data) -> np.ndarray:
+        """The non-private minimiser of ``J`` the release concentrates around (bit-level audit)."""
+        data = self.check_data(data)
+        return _minimise(data, data.n * self.reg, tol_abs=1e-12 * data.n)[0]
+
+    def log_density(self, data, epsilon, theta):
+        """:func:`perturbed_log_density` with this mechanism's law."""
+        data = self.check_data(data)
+        norm, scale, ridge = self.law(data, check_epsilon(epsilon))
+        return perturbed_log_density(data, theta, ridge, scale, norm)
+
+    def parameter_box(self, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """A box for exact audits: the release lives on ``R^d``; its density is known pointwise,
+        so the audit reads the largest log ratio on a grid of ``[-40, 40]^d``, where every
+        margin of a unit-ball record is beyond the Huber band for most of the box."""
+        return np.full(d, -40.0), np.full(d, 40.0)
+
+
+class ObjectivePerturbation(_Objective):
+    """Objective perturbation, Chaudhuri, Monteleoni & Sarwate 2011, Algorithm 2, for the Huber hinge.
+
+    With ``c = 1/(2h)`` (the bound on ``l_h''``; ``h`` the data's smoothing):
+
+    1. ``eps' = eps - log(1 + 2c/(n reg) + c^2/(n reg)^2)``;
+    2. if ``eps' > 0``: ``Delta = 0``; else ``Delta = c/(n(e^{eps/4} - 1)) - reg`` and
+       ``eps' = eps/2`` (the slack term: ``reg`` too small for the curvature at this ``n``);
+    3. ``b`` with density ∝ ``exp(-(eps'/2) ||b||_2)``;
+    4. release ``w = argmin J(w) + b'w / n + (Delta/2) ||w||^2``, i.e. the minimiser of
+       ``sum_i l_h + n (reg + Delta)/2 ||w||^2 + b'w``.
+
+    Privacy (CMS Theorem 9, with the kink handled here).  ``b(w) = -(sum_i l_h'(y_i x_i'w)
+    y_i x_i + n (reg + Delta) w)`` is a bijection of ``R^d`` (the objective is strongly
+    convex and ``C^1``), Lipschitz and differentiable off the null set of hyperplanes
+    ``y_i x_i'w = 1 +- h``, where ``l_h''`` jumps; the area formula gives the release the
+    density ``f_b(b(w)) |det db/dw|`` almost everywhere, and that suffices for ε-DP.  Between
+    adjacent data sets (record ``i`` replaced) ``b(w)`` moves by ``||l_h' y x - l_h' y' x'||_2 <= 2``,
+    costing ``(eps'/2) 2 = eps'``; the Jacobian ``A = n(reg + Delta) I + sum_j l_h'' x_j x_j'``
+    changes by a difference of two rank-one terms with eigenvalues in ``[0, c]`` and
+    ``|det A' / det A| <= (1 + c/(n(reg + Delta)))^2``, whose log is ``eps - eps'`` when
+    ``Delta = 0`` and ``2 log(e^{eps/4}) = eps/2`` otherwise.  Total: ε.
+
+    CMS's conditions, checked: ``N(w) = ||w||^2/2`` 1-strongly convex and twice
+    differentiable; ``l_h`` convex, differentiable, ``|l_h'| <= 1``, ``0 <= l_h'' <= c``
+    where it exists; ``||x||_2 <= 1`` (:func:`~kngflow.models.svm.problem.check_svm_data`).
+    Their Theorem 9 asks for a twice-differentiable loss; the Huber hinge is one off a null
+    set, which is all the change of variables needs (above).
+
+    Solver: semismooth Newton to ``||grad|| <= tol (n + ||b||)``, within that over
+    ``n (reg + Delta)`` of the exact minimiser (a data-dependent perturbation the proof does
+    not cover, negligible in studies).  ``info["steps"]`` is a non-private diagnostic.
+    """
+
+    kind = "objective"
+
+    def __init__(self, *, reg=DEFAULT_REG, tol=1e-10, max_iter=200):
+        self.reg = check_positive("reg", reg)
+        self.tol = check_positive("tol", tol)
+        self.max_iter = check_int("max_iter", max_iter, 1)
+
+    def options(self) -> dict:
+        return {"reg": self.reg}
+
+    def __repr__(self) -> str:
+        return f"ObjectivePerturbation(reg={self.reg!r})"
+
+    def constants(self, n: int, h: float, epsilon: float) -> tuple[float, float]:
+        """``(eps', Delta)`` (:func:`cms_constants` with ``c = 1/(2h)``)."""
+        return cms_constants(epsilon, n, self.reg, curvature(h))
+
+    def law(self, data, epsilon) -> tuple[str, float, float]:
+        """``("l2", 2/eps', n (reg + Delta))``."""
+        eps_p, slack = self.constants(data.n, data.h, epsilon)
+        return "l2", 2.0 / eps_p, data.n * (self.reg + slack)
+
+
+class ExtendedObjectivePerturbation(_Objective):
+    """Extended objective perturbation (Awan & Slavković, Algorithm 2) for the Huber hinge, in any norm.
+
+    Draw ``V`` ∝ ``exp(-(eps q / Delta_K) ||V||_K)`` and release
+
+        w = argmin  sum_i l_h(y_i x_i'w) + (n reg / 2) ||w||^2 + (gamma / 2) ||w||^2 + V'w,
+        gamma = max(0, lambda / (exp(eps (1 - q)) - 1) - n reg),   lambda = c = 1/(2h),
+
+    ``Delta_K = 2 sup{||x||_K : ||x||_2 <= 1}`` (2 for ℓ2 and ℓ∞, ``2 sqrt(d)`` for ℓ1), at every
+    ``w``.  This is their objective times ``n`` with ``r(w) = n reg/2 ||w||^2`` (the SVM's
+    own regulariser): their proof bounds the determinant ratio by ``1 + lambda / mu`` with
+    ``mu`` a lower bound on the eigenvalues of ``C = sum_{j != i} hess l + hess r + gamma I``,
+    i.e. ``mu = n reg + gamma``, so ``gamma`` need only make ``n reg + gamma`` reach
+    ``lambda / (exp(eps (1 - q)) - 1)`` — the counterpart of CMS's slack term; with
+    ``gamma = 0`` (large ``n``) the release centres on the minimiser of ``J`` itself.  The
+    noise share is ``eps q``, the Jacobian's ``eps (1 - q)``.  ``eps (1 - q)`` is capped at 30
+    (a larger ridge only shrinks the ratio).
+
+    Conditions of Algorithm 2, checked for the Huber hinge: convex loss (yes); gradient
+    difference bounded in ``K`` uniformly in ``w`` (yes, ``Delta_K`` above, attained at
+    ``w = 0``); eigenvalues of one record's Hessian at most ``lambda = 1/(2h)`` (yes, where
+    it exists); ``hess l`` continuous on ``Theta`` — **no**: ``l_h''`` jumps from ``1/(2h)``
+    to 0 on the hyperplanes ``y x'w = 1 +- h``.  The proof uses continuity only for the
+    change of variables ``w -> V(w)``; that map is a Lipschitz bijection differentiable off a
+    null set, and the area formula gives the same density almost everywhere, so the
+    theorem's conclusion (ε-DP) holds (the exact audit checks it, the control at 2ε is caught).
+    With ``Theta = R^d`` the release is the unconstrained minimiser.
+
+    Solver as :class:`ObjectivePerturbation`.
+    """
+
+    kind = "objective_ext"
+
+    def __init__(self, *, norm="linf", q=0.5, reg=DEFAULT_REG, tol=1e-10, max_iter=200):
+        self.norm = check_choice("norm", norm, NORMS)
+        self.q = check_probability("q", q)
+        self.reg = check_positive("reg", reg)
+        self.tol = check_positive("tol", tol)
+        self.max_iter = check_int("max_iter", max_iter, 1)
+
+    def options(self) -> dict:
+        return {"norm": self.norm, "q": self.q, "reg": self.reg}
+
+    def __repr__(self) -> str:
+        return f"ExtendedObjectivePerturbation(norm={self.norm!r}, q={self.q!r}, reg={self.reg!r})"
+
+    def noise_scale(self, d: int, epsilon: float) -> float:
+        """``Delta_K / (eps q)``: ``V`` has density ∝ ``exp(-||V||_K / scale)``."""
+        return gradient_sensitivity(self.norm, d) / (epsilon * self.q)
+
+    def total_ridge(self, n: int, h: float, epsilon: float) -> float:
+        """``n reg + gamma = max(n reg, lambda / (exp(eps (1 - q)) - 1))``, ``eps (1 - q)`` capped at 30."""
+        return max(n * self.reg, curvature(h) / math.expm1(min(epsilon * (1.0 - self.q), 30.0)))
+
+    def law(self, data, epsilon) -> tuple[str, float, float]:
+        return self.norm, self.noise_scale(data.d, epsilon), self.total_ridge(data.n, data.h, epsilon)
+
+
+# --------------------------------------------------------------------------------------
+# DP-SGD
+# --------------------------------------------------------------------------------------
+
+
+class DPSGD(_HuberLoss, _ERM):
+    """DP-SGD (Abadi et al. 2016; Sarwate's chapter §7.4.1) for ``J`` with Poisson subsampling.
+
+    ``q = sampling_rate`` if given, else ``min(1, batch_size / n)``;
+    ``T = min(ceil(epochs / q), max_steps)``; from 0, per step: include each record
+    independently with probability ``q``; clip each sampled per-example gradient
+    ``l_h'(y_i x_i'w) y_i x_i`` to ℓ2 norm ``clip`` (C; default ``L = 1``, which bounds every
+    such gradient, so no clipping bias); ``g = (sum of clipped + N(0, (z C)^2 I)) / (q n) +
+    reg w``; ``w <- w - lr g`` (default ``lr = 1 / (1/(2h) + reg)``, one over ``J``'s
+    smoothness).  ``q n`` is public (``n`` is public under kngflow's adjacency).
+
+    Privacy.  Each step is the subsampled Gaussian mechanism on the sum of clipped
+    gradients, sensitivity C under add-or-remove-one; ``z`` is calibrated by dp_accounting's
+    RDP accountant (:func:`~kngflow.mechanisms.erm.dpsgd_noise_multiplier`) at
+    ``(eps_a, delta_a) = (eps/2, delta / (1 + e^{eps/2}))`` under add-or-remove, which group
+    privacy (replace = remove + add) turns into (ε, δ) under replacement.  ε above
+    :data:`EPS_CAP` is calibrated at the cap; where the accountant cannot certify the target
+    the release is the data-independent 0 (``info["sampler"] = "none"``).
+
+    Audit.  With ``q = 1`` a step is the Gaussian mechanism on the clipped sum at the public
+    iterate, an affine bijection of the release: the statistic audit reads ``mu = ||S_D -
+    S_D'||_2 / (z C)`` at ``w = 0`` and points of radius :data:`DPSGD_AUDIT_RADIUS`, composes
+    ``T`` steps exactly and checks ε at δ; at ``w = 0`` with ``h < 1`` every per-example
+    gradient is ``-y x``, so ``x = e_1`` against ``-e_1`` (same label) attains ``2C``.  With
+    ``q < 1``, the accountant audit re-checks dp_accounting's ε for ``(z, q, T)``.
+    """
+
+    kind = "dpsgd"
+
+    def __init__(self, *, reg=DEFAULT_REG, batch_size=256, sampling_rate=None, epochs=5.0, max_steps=5000,
+                 clip=None, lr=None, delta=1e-5):
+        super().__init__(reg)
+        self.batch_size = check_int("batch_size", batch_size, 1)
+        self.sampling_rate = None
+        if sampling_rate is not None:
+            if not isinstance(sampling_rate, Real) or isinstance(sampling_rate, bool):
+                raise TypeError(f"sampling_rate must be a real number in (0, 1], got {type(sampling_rate).__name__}")
+            if not 0.0 < sampling_rate <= 1.0:
+                raise ValueError(f"sampling_rate must lie in (0, 1], got {sampling_rate!r}")
+            self.sampling_rate = float(sampling_rate)
+        self.epochs = check_positive("epochs", epochs)
+        self.max_steps = check_int("max_steps", max_steps, 1)
+        self.clip = None if clip is None else check_positive("clip", clip)
+        self.lr = None if lr is None else check_positive("lr", lr)
+        self.delta = check_probability("delta", delta)
+
+    def options(self) -> dict:
+        out = {"reg": self.reg, "epochs": self.epochs, "max_steps": self.max_steps, "delta": self.delta}
+        if self.sampling_rate is None:
+            out["batch_size"] = self.batch_size
+        else:
+            out["sampling_rate"] = self.sampling_rate
+        if self.clip is not None:
+            out["clip"] = self.clip
+        if self.lr is not None:
+            out["lr"] = self.lr
+        return out
+
+    def schedule(self, n: int) -> tuple[float, int]:
+        """``(q, T)``."""
+        q = self.sampling_rate if self.sampling_rate is not None else min(1.0, self.batch_size / n)
+        return q, int(min(math.ceil(self.epochs / q), self.max_steps))
+
+    def accountant_target(self, epsilon: float) -> tuple[float, float]:
+        """``(eps_a, delta_a)`` under add-or-remove that give (ε, δ) under replacement."""
+        e = min(epsilon, EPS_CAP)
+        return e / 2.0, self.delta / (1.0 + math.exp(e / 2.0))
+
+    def noise_multiplier(self, n: int, epsilon: float) -> float | None:
+        q, T = self.schedule(n)
+        ea, da = self.accountant_target(epsilon)
+        return dpsgd_noise_multiplier(ea, da, q, T)
+
+    def clip_norm(self) -> float:
+        """``C``: ``clip``, default ``L = 1``."""
+        return LIPSCHITZ if self.clip is None else self.clip
+
+    # ---------------------------------------------------------------- audit seam
+    statistic_additive = True
+    statistic_description = ("the sum S of clipped per-example gradients at the step's public iterate (q = 1: "
+                             "every record); the step releases w - lr ((S + N(0, (zC)^2 I)) / (q n) + reg w), "
+                             "an affine bijection of S + noise")
+
+    def privacy_claim(self) -> StatisticNoise:
+        """Noisy steps at public iterates, with the accountant's ε (δ > 0)."""
+        return Composed(statistic=self.statistic, noise=self.statistic_noise, steps=self.statistic_steps,
+                        iterates=self.audit_iterates, additive=self.statistic_additive,
+                        description=self.statistic_description, delta=float(self.delta),
+                        accountant_epsilon=self.accountant_epsilon)
+
+    def audit_iterates(self, d: int) -> np.ndarray:
+        """``w_0 = 0`` and points of radius :data:`DPSGD_AUDIT_RADIUS` (:func:`~kngflow.mechanisms.erm.audit_iterates`)."""
+        return audit_iterates(d, DPSGD_AUDIT_RADIUS)
+
+    def _clipped(self, data, d1):
+        """Clipped per-example gradients ``d1_i y_i x_i`` (rows; ``d1`` the derivatives, (n,))."""
+        G = data.X * (d1 * data.y)[:, None]
+        norms = np.sqrt(np.einsum("ij,ij->i", G, G))
+        return G * np.minimum(1.0, self.clip_norm() / np.maximum(norms, 1e-300))[:, None]
+
+    def statistic(self, data) -> np.ndarray:
+        """``S(w) = sum_i clip_C(l_h'(y_i x_i'w) y_i x_i)`` at each of :meth:`audit_iterates` (rows)."""
+        data = self.check_data(data)
+        out = []
+        for w in self.audit_iterates(data.d):
+            d1, _ = huber_derivatives(data.y * (data.X @ w), data.h)
+            out.append(self._clipped(data, d1).sum(axis=0))
+        return np.array(out)
+
+    def statistic_noise(self, data, epsilon: float):
+        """``("gaussian", z C)`` on the sum (infinite for the data-independent release)."""
+        z = self.noise_multiplier(data.n, epsilon)
+        return "gaussian", (math.inf if z is None else z * self.clip_norm())
+
+    def statistic_steps(self, n: int) -> int | None:
+        """``T`` when ``q = 1``; None for Poisson-subsampled steps (no closed form)."""
+        q, T = self.schedule(n)
+        return T if q >= 1.0 else None
+
+    def accountant_epsilon(self, n: int, epsilon: float, run_epsilon: float | None = None) -> float:
+        """ε under replace-one certified by the RDP accountant for the multiplier calibrated at
+        ``run_epsilon``: ``2 eps_a`` (group privacy); 0 for the data-independent release."""
+        q, T = self.schedule(n)
+        z = self.noise_multiplier(n, epsilon if run_epsilon is None else run_epsilon)
+        if z is None:
+            return 0.0
+        return 2.0 * dpsgd_accountant_epsilon(z, q, T, self.accountant_target(epsilon)[1])
+
+    def release(self, data, epsilon, rng) -> Release:
+        data = self.check_data(data)
+        epsilon = check_epsilon(epsilon)
+        rng = check_rng(rng)
+        n, d = data.X.shape
+        q, T = self.schedule(n)
+        z = self.noise_multiplier(n, epsilon)
+        if z is None:
+            return _release(np.zeros(d), 0, "none")
+        C = self.clip_norm()
+        lr = self.lr if self.lr is not None else 1.0 / self.smoothness_of(data)
+        X, y, h, reg, norm = data.X, data.y, data.h, self.reg, q * n
+        w = np.zeros(d)
+        for _ in range(T):
+            idx = poisson_sample(rng, n, q)
+            Xb, yb = X[idx], y[idx]
+            d1, _ = huber_derivatives(yb * (Xb @ w), h)
+            G = Xb * (d1 * yb)[:, None]
+            scale = np.minimum(1.0, C / np.maximum(np.sqrt(np.einsum("ij,ij->i", G, G)), 1e-300))
+            s = scale @ G + rng.standard_normal(d) * (z * C)
+            w = w - lr * (s / norm + reg * w)
+        return _release(w, T)
+
+
+# --------------------------------------------------------------------------------------
+# KNG
+# --------------------------------------------------------------------------------------
+
+
+class _KNGBase(GenericKNG):
+    """Options shared by the two KNGs: ``reg`` (the ridge of ``n J``) and a bounded ``Theta``."""
+
+    def __init__(self, *, reg=DEFAULT_REG, bound=20.0, **kw):
+        self.reg = check_positive("reg", reg)
+        super().__init__(bound=bound, **kw)
+
+    def options(self) -> dict:
+        return {**super().options(), "reg": self.reg}
+
+    def check_data(self, data):
+        return check_svm_data(data)
+
+    def sensitivity(self, data) -> float:
+        """``Delta_K = 2 sup ||x||_K`` (:func:`~kngflow.models.svm.problem.gradient_sensitivity`)."""
+        return gradient_sensitivity(self.norm, data.d)
+
+    def parameter_box(self, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """A box holding ``Theta`` (for exact audits on a grid)."""
+        reach = self.bound if self.base == "uniform" else 8.0 * self.base_scale
+        return np.full(d, -reach), np.full(d, reach)
+
+
+class KNG(_KNGBase):
+    """KNG for the Huber-hinge SVM, by the gradient map (default) or random-walk Metropolis.
+
+    Density on ``Theta = {||w||_1 <= bound}`` (uniform base; default bound 20, which holds
+    ``theta_star`` of the built-in laws, ℓ1 norm 4-8) or with a Gaussian base::
+
+        f(w) ∝ exp(-eps/(2 Delta_K) ||sum_i l_h'(y_i x_i'w) y_i x_i + n reg w||_K),
+
+    the gradient of ``n J``.  Sensitivity: the ridge term is the same on adjacent data sets
+    (``n`` public) and one record's term moves by at most ``Delta_K = 2 sup ||x||_K`` (2 in
+    ℓ2 and ℓ∞, ``2 sqrt(d)`` in ℓ1; derived and shown attained in
+    :mod:`kngflow.models.svm.problem`), for every ``w``: ε-DP by the exponential mechanism,
+    the factor 2 paying for the data-dependent normaliser.
+
+    Sampler (``"gradient_map"``, :mod:`kngflow.kernels.gradient_map`): ``n J`` is
+    ``n reg``-strongly convex with a Lipschitz gradient, so ``u = grad (n J)(w)`` is a
+    bijection of ``R^d`` with Jacobian ``H(w) = sum_i l_h'' x_i x_i' + n reg I`` off the null
+    set of kinks (piecewise constant, positive definite); ``u`` is drawn as exact K-norm
+    noise, ``w(u)`` found by Newton's method (semismooth: the gradient is piecewise affine)
+    and accepted as an independence-Metropolis proposal with the mixture weight (a fifth
+    of the proposals from the base measure).  Where the map finds no proposal inside
+    ``Theta``, ``"auto"`` falls back to the Metropolis chain (same target).
+    """
+
+    samplers = ("gradient_map", "metropolis")
+    gradient = staticmethod(huber_gradient)
+    hessian = staticmethod(huber_hessian)
+
+    def kernel_args(self, data):
+        return (data.X, data.y, float(data.h), float(data.n * self.reg))
+
+
+#: the surrogate's smoothing ``h_s = SURROGATE_SMOOTHING n^(-1/3)`` (at most 1/2)
+SURROGATE_SMOOTHING = 1.0
+
+
+def surrogate_smoothing(n: int) -> float:
+    """The Huber surrogate's smoothing at sample size ``n`` (public: ``n`` only): ``min(1/2, n^(-1/3))``."""
+    return min(0.5, SURROGATE_SMOOTHING * float(n) ** (-1.0 / 3.0))
+
+
+class HingeKNG(_KNGBase):
+    """KNG on the hinge's subgradient plus the ridge, by the surrogate map.
+
+    Density on ``Theta = {||w||_1 <= bound}`` (uniform base) or with a Gaussian base::
+
+        f(w) ∝ exp(-eps/(2 Delta_K) ||-sum_i 1{y_i x_i'w < 1} y_i x_i + n reg w||_K),
+
+    the subgradient of ``sum_i max(0, 1 - y_i x_i'w) + (n reg/2) ||w||^2`` (the choice ``0`` at
+    the kink ``y_i x_i'w = 1``, a null set).  One record's term ``-1{.} y x`` has K-norm at most
+    ``sup ||x||_K``, so two differ by at most ``Delta_K = 2 sup ||x||_K`` at every ``w`` (the
+    same constant as the Huber hinge's; attained at ``w = 0``): ε-DP by the exponential
+    mechanism.  The smoothing ``h`` of the data is not used: this is the SVM's own loss.
+
+    The gradient is piecewise constant but for the ridge, so there is no gradient map.  The
+    sampler is the quantile-regression scheme (:meth:`~kngflow.mechanisms.generic.GenericKNG.draw_surrogate_map`):
+    ``steps`` sweeps of random-walk Metropolis from the data-independent 0, then
+    ``proposals`` independence-Metropolis proposals from a mixture of the base measure and
+    the gradient map of the Huber hinge with smoothing :func:`surrogate_smoothing` (a smooth,
+    strongly convex surrogate, ridge included) frozen at its minimiser and moved by chord
+    steps to the exact subgradient's zero, each accepted on the exact density.  Each step
+    leaves the target invariant; ``"metropolis"`` runs the walk alone.
+    """
+
+    kind = "kng_hinge"
+    samplers = ("surrogate_map", "metropolis")
+    gradient = staticmethod(hinge_gradient)
+    surrogate = (huber_gradient, huber_hessian)
+
+    def __init__(self, *, steps=1000, **kw):
+        super().__init__(steps=steps, **kw)
+
+    def available_samplers(self):
+        return self.samplers
+
+    def kernel_args(self, data):
+        return (data.X, data.y, float(data.n * self.reg))
+
+    def surrogate_args(self, data):
+        return (data.X, data.y, surrogate_smoothing(data.n), float(data.n * self.reg))

@@ -1,0 +1,553 @@
+"""Support vector machines with the Huber hinge (Chaudhuri, Monteleoni & Sarwate 2011, §3.4.2).
+
+Model
+-----
+Records ``(x_i, y_i)`` with ``x_i`` in the unit ℓ2 ball of ``R^d`` (``||x_i||_2 <= 1``, a
+public bound: rescale a user's covariates by a public bound first) and labels ``y_i`` in
+``{-1, +1}``.  With the margin ``z = y x'w`` the Huber hinge of smoothing ``h > 0`` is
+
+    l_h(z) = 0                          if z > 1 + h,
+             (1 + h - z)^2 / (4 h)       if |1 - z| <= h,
+             1 - z                       if z < 1 - h,
+
+a convex, continuously differentiable upper approximation of the hinge ``max(0, 1 - z)``
+(within ``h / 4`` of it; ``h -> 0`` gives the hinge).  Its derivatives are
+
+    l_h'(z)  = 0, -(1 + h - z) / (2 h), -1          (so -1 <= l_h' <= 0),
+    l_h''(z) = 0, 1 / (2 h), 0                       (where it exists: z != 1 +- h).
+
+``l_h'`` is Lipschitz with constant ``c = 1 / (2 h)``; ``l_h''`` jumps at ``z = 1 +- h``,
+so ``l_h`` is not twice differentiable there.  The regularised empirical risk of every
+mechanism here is
+
+    J(w) = (1/n) sum_i l_h(y_i x_i'w) + (reg/2) ||w||_2^2,
+
+``reg`` (Λ) a public constant; in the sum scale ``n J(w) = sum_i l_h(y_i x_i'w) + (n reg / 2)
+||w||^2`` with gradient ``sum_i l_h'(y_i x_i'w) y_i x_i + n reg w`` and (almost everywhere)
+Hessian ``sum_i l_h''(y_i x_i'w) x_i x_i' + n reg I``, positive definite: ``J`` is
+``reg``-strongly convex and its minimiser unique.
+
+Constants (derived here, data independent)
+------------------------------------------
+* One record's gradient ``l_h'(z) y x`` has ℓ2 norm at most ``|l_h'| ||x||_2 <= 1``:
+  ``L = 1`` (:data:`LIPSCHITZ`), as CMS 2011 assume.
+* One record's Hessian ``l_h''(z) x x'`` has eigenvalues in ``[0, ||x||^2 / (2 h)]``, so
+  ``c = 1 / (2 h)`` (:func:`curvature`) bounds them: CMS's ``c`` and Awan & Slavković's
+  ``lambda``.  ``J`` is ``(c + reg)``-smooth.
+* Gradient sensitivity in a norm ``K``: two records' gradient terms differ by
+  ``||l_h'(z) y x - l_h'(z') y' x'||_K <= sup ||x||_K + sup ||x'||_K = 2 sup{||x||_K :
+  ||x||_2 <= 1}``, i.e. ``Delta_2 = 2``, ``Delta_inf = 2``, ``Delta_1 = 2 sqrt(d)``
+  (:func:`gradient_sensitivity`) at every ``w``.  The bound is attained, so it is the
+  supremum: at ``w = 0`` every margin is ``0 < 1 - h`` when ``h < 1``, ``l_h' = -1``, and
+  ``x = e_1, y = 1`` against ``x' = -e_1, y' = 1`` moves the gradient by ``2 e_1`` (ℓ2, ℓ∞);
+  ``x = -x' = (1, ..., 1)/sqrt(d)`` gives ``2 sqrt(d)`` in ℓ1.  The ridge term ``n reg w``
+  is the same on adjacent data sets (``n`` is public), so it adds nothing.
+* The same bound holds for the hinge's subgradient ``-1{z < 1} y x`` (KNG on the hinge).
+
+Data protocol (synthetic)
+-------------------------
+A linearly separable law with label noise: ``x`` uniform in the unit ball of ``R^d``
+(direction uniform on the sphere, radius ``U^{1/d}``), ``y = sign(x'u)`` for the unit
+vector ``u`` (``direction``, default alternating signs), flipped with probability
+``flip``.  The Bayes classifier is ``sign(x'u)`` with error ``flip``; by the law's
+rotational symmetry a classifier ``sign(x'w)`` errs with probability exactly
+``flip + (1 - 2 flip) angle(w, u) / pi`` (:meth:`SVMProblem.misclassification_exact`).
+
+Error measures (declared by :class:`SVMProblem`)
+------------------------------------------------
+* ``"misclassification"``: the rate of ``sign(x'w) != y`` on a held-out sample of the same
+  law (:data:`HELD_OUT` records drawn once from a fixed seed; ``w = 0`` counts as wrong on
+  every record);
+* ``"excess_risk"``: the excess regularised risk ``J_ref(w) - J_ref(w*)`` on a reference
+  sample of the same law (:data:`REFERENCE` records, another fixed seed), ``w* =
+  theta_star`` its minimiser: the population regularised minimiser, to Monte Carlo error.
+
+The ``metric`` option picks the one ``error`` returns (the store's ``error``); both are
+methods (:meth:`SVMProblem.misclassification`, :meth:`SVMProblem.excess_risk`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from numbers import Real
+from typing import NamedTuple
+
+import numpy as np
+
+from kngflow._jit import jit
+from kngflow.problems.base import Problem, check_dimension
+
+__all__ = [
+    "SVMData",
+    "SVMProblem",
+    "svm_data",
+    "check_svm_data",
+    "LIPSCHITZ",
+    "curvature",
+    "gradient_sensitivity",
+    "covariate_radius",
+    "huber_loss",
+    "huber_derivative",
+    "huber_loss_sum",
+    "huber_gradient",
+    "huber_hessian",
+    "hinge_gradient",
+    "regularised_minimiser",
+    "unit_ball",
+    "HELD_OUT",
+    "REFERENCE",
+]
+
+#: ``L``: one record's gradient ``l_h'(z) y x`` has ℓ2 norm at most ``|l_h'| ||x||_2 <= 1``
+LIPSCHITZ = 1.0
+#: records of the held-out sample of the misclassification rate
+HELD_OUT = 200_000
+#: records of the reference sample of ``theta_star`` and the excess risk
+REFERENCE = 200_000
+#: seeds of the held-out and reference samples (public constants)
+_HELD_OUT_SEED = 20_110_101
+_REFERENCE_SEED = 20_110_102
+
+_ORD = {"l1": 1, "l2": 2, "linf": np.inf}
+
+
+def curvature(h: float) -> float:
+    """``c = 1 / (2 h)``: the largest eigenvalue of one record's Hessian ``l_h''(z) x x'``
+    (``l_h'' <= 1/(2h)``, ``||x||_2 <= 1``); CMS 2011's ``c``, Awan & Slavković's ``lambda``."""
+    return 1.0 / (2.0 * h)
+
+
+def covariate_radius(norm: str, d: int) -> float:
+    """``sup{||x||_K : ||x||_2 <= 1}``: 1 (ℓ2, ℓ∞), ``sqrt(d)`` (ℓ1)."""
+    return {"l2": 1.0, "linf": 1.0, "l1": math.sqrt(d)}[norm]
+
+
+def gradient_sensitivity(norm: str, d: int) -> float:
+    """``Delta_K = 2 sup ||x||_K``: 2 (ℓ2, ℓ∞), ``2 sqrt(d)`` (ℓ1); attained (module docstring)."""
+    return 2.0 * covariate_radius(norm, d)
+
+
+class SVMData(NamedTuple):
+    """``X`` (n, d) C-contiguous float64 with rows in the unit ℓ2 ball; ``y`` (n,) float64
+    in ``{-1, +1}``; ``h`` the Huber smoothing (part of the loss, public)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    h: float
+
+    @property
+    def n(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def d(self) -> int:
+        return int(self.X.shape[1])
+
+
+def check_smoothing(h) -> float:
+    """``h`` as a float; TypeError/ValueError naming ``h`` unless a finite number in (0, 1)."""
+    if isinstance(h, bool) or not isinstance(h, Real):
+        raise TypeError(f"h must be a real number in (0, 1), got {type(h).__name__}")
+    if not 0.0 < h < 1.0:
+        raise ValueError(f"h must lie in the open interval (0, 1) (the Huber smoothing), got {h!r}")
+    return float(h)
+
+
+def svm_data(X, y, h: float = 0.5) -> SVMData:
+    """Validate a user's data: ``X`` (n, d) with rows of ℓ2 norm at most 1, ``y`` (n,) in
+    ``{-1, +1}``, ``h`` in (0, 1)."""
+    X = np.asarray(X)
+    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"X must be a non-empty 2-D array (n, d), got shape {X.shape}")
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    y = np.ascontiguousarray(np.asarray(y, dtype=np.float64))
+    if y.shape != (X.shape[0],):
+        raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
+    return check_svm_data(SVMData(X, y, check_smoothing(h)))
+
+
+def check_svm_data(data) -> SVMData:
+    """Validate :class:`SVMData`: shapes, rows of ``X`` in the unit ℓ2 ball, ``y`` in {-1, +1}."""
+    if not isinstance(data, SVMData):
+        raise TypeError(f"data must be a kngflow.models.svm.problem.SVMData, got {type(data).__name__}")
+    X, y = data.X, data.y
+    if not (isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype == np.float64 and X.flags.c_contiguous):
+        raise ValueError("data.X must be a C-contiguous 2-D float64 array")
+    if X.shape[0] == 0:
+        raise ValueError("data must hold at least one record")
+    if not (isinstance(y, np.ndarray) and y.shape == (X.shape[0],) and y.dtype == np.float64):
+        raise ValueError(f"data.y must be a float64 array of length n={X.shape[0]}")
+    if not _rows_in_ball(X):  # NaN fails too
+        raise ValueError("data.X must have rows of l2 norm at most 1 (rescale the covariates by a public bound)")
+    if not np.all((y == 1.0) | (y == -1.0)):
+        raise ValueError("data.y must hold only -1 and +1")
+    check_smoothing(data.h)
+    return data
+
+
+@jit
+def _rows_in_ball(X):
+    n, d = X.shape
+    for i in range(n):
+        s = 0.0
+        for j in range(d):
+            s += X[i, j] * X[i, j]
+        if not s <= 1.0 + 1e-12:
+            return False
+    return True
+
+
+# ------------------------------------------------------------------ the loss and its derivatives
+
+
+@jit
+def huber_loss(z, h):
+    """``l_h(z)`` (scalar)."""
+    if z > 1.0 + h:
+        return 0.0
+    if z < 1.0 - h:
+        return 1.0 - z
+    t = 1.0 + h - z
+    return t * t / (4.0 * h)
+
+
+@jit
+def huber_derivative(z, h):
+    """``(l_h'(z), l_h''(z))`` (scalar; ``l_h''`` taken as 1/(2h) on the closed band ``|1 - z| <= h``)."""
+    if z > 1.0 + h:
+        return 0.0, 0.0
+    if z < 1.0 - h:
+        return -1.0, 0.0
+    return -(1.0 + h - z) / (2.0 * h), 1.0 / (2.0 * h)
+
+
+@jit
+def huber_loss_sum(theta, args):
+    """``sum_i l_h(y_i x_i'theta) + ridge/2 ||theta||^2``; ``args = (X, y, h, ridge)``, ``O(n d)``."""
+    X, y, h, ridge = args
+    n, d = X.shape
+    s = 0.0
+    for i in range(n):
+        t = 0.0
+        for j in range(d):
+            t += X[i, j] * theta[j]
+        s += huber_loss(y[i] * t, h)
+    q = 0.0
+    for j in range(d):
+        q += theta[j] * theta[j]
+    return s + 0.5 * ridge * q
+
+
+@jit
+def huber_gradient(theta, args, g):
+    """``g = sum_i l_h'(y_i x_i'theta) y_i x_i + ridge theta``; ``args = (X, y, h, ridge)``, ``O(n d)``."""
+    X, y, h, ridge = args
+    n, d = X.shape
+    for j in range(d):
+        g[j] = ridge * theta[j]
+    for i in range(n):
+        t = 0.0
+        for j in range(d):
+            t += X[i, j] * theta[j]
+        w = huber_derivative(y[i] * t, h)[0] * y[i]
+        if w != 0.0:
+            for j in range(d):
+                g[j] += w * X[i, j]
+
+
+@jit
+def huber_hessian(theta, args, H):
+    """``H = sum_i l_h''(y_i x_i'theta) x_i x_i' + ridge I`` (the Jacobian of :func:`huber_gradient`
+    off the kinks ``y_i x_i'theta = 1 +- h``); ``args = (X, y, h, ridge)``, ``O(n d^2)``."""
+    X, y, h, ridge = args
+    n, d = X.shape
+    for a in range(d):
+        for b in range(d):
+            H[a, b] = 0.0
+    for i in range(n):
+        t = 0.0
+        for j in range(d):
+            t += X[i, j] * theta[j]
+        c = huber_derivative(y[i] * t, h)[1]
+        if c != 0.0:
+            for a in range(d):
+                ca = c * X[i, a]
+                for b in range(a + 1):
+                    H[a, b] += ca * X[i, b]
+    for a in range(d):
+        H[a, a] += ridge
+        for b in range(a):
+            H[b, a] = H[a, b]
+
+
+@jit
+def hinge_gradient(theta, args, g):
+    """The hinge's subgradient ``g = -sum_i 1{y_i x_i'theta < 1} y_i x_i + ridge theta``;
+    ``args = (X, y, ridge)``, ``O(n d)`` (piecewise constant in ``theta`` but for the ridge)."""
+    X, y, ridge = args
+    n, d = X.shape
+    for j in range(d):
+        g[j] = ridge * theta[j]
+    for i in range(n):
+        t = 0.0
+        for j in range(d):
+            t += X[i, j] * theta[j]
+        if y[i] * t < 1.0:
+            for j in range(d):
+                g[j] -= y[i] * X[i, j]
+
+
+def regularised_minimiser(X, y, h, ridge, V=None, *, tol_abs=0.0, max_iter=200):
+    """``argmin sum_i l_h(y_i x_i'w) + ridge/2 ||w||^2 + V'w`` (``ridge > 0``) by Newton's
+    method with backtracking from 0: ``(w, iterations, converged)``.
+
+    The objective is ``ridge``-strongly convex with a Lipschitz gradient; its Hessian is
+    piecewise constant (it jumps where a margin crosses ``1 +- h``), so this is a semismooth
+    Newton method: the full step solves the piecewise-quadratic model exactly and is taken
+    whenever it decreases the objective (Armijo), else halved.  Converged when
+    ``||grad||_2 <= tol_abs`` or when the Newton decrement is below the objective's
+    rounding (``1e-15 (|F| + 1)``); by strong convexity the iterate is then within
+    ``||grad||_2 / ridge`` of the exact minimiser.
+    """
+    n, d = X.shape
+    V = np.zeros(d) if V is None else np.asarray(V, dtype=np.float64)
+    args = (X, y, float(h), float(ridge))
+    w = np.zeros(d)
+    g = np.empty(d)
+    H = np.empty((d, d))
+
+    def objective(t):
+        return huber_loss_sum(t, args) + float(V @ t)
+
+    f = objective(w)
+    for it in range(max_iter + 1):
+        huber_gradient(w, args, g)
+        grad = g + V
+        gn = float(np.linalg.norm(grad))
+        if gn <= tol_abs:
+            return w, it, True
+        if it == max_iter:
+            break
+        huber_hessian(w, args, H)
+        step = np.linalg.solve(H, grad)
+        dec = float(grad @ step)
+        if 0.5 * dec <= 1e-15 * (abs(f) + 1.0):
+            return w, it, True
+        t = 1.0
+        while True:
+            new = w - t * step
+            fn = objective(new)
+            if fn <= f - 1e-4 * t * dec or (fn <= f and t < 1.0):
+                break
+            if abs(fn - f) <= 1e-14 * (abs(f) + 1.0):  # at rounding level of F: judge by the gradient
+                gg = np.empty(d)
+                huber_gradient(new, args, gg)
+                if np.linalg.norm(gg + V) < gn:
+                    break
+            t /= 2.0
+            if t < 1e-12:
+                return w, it, False
+        if np.array_equal(new, w):
+            return w, it, False
+        w, f = new, fn
+    return w, max_iter, False
+
+
+# ------------------------------------------------------------------ the synthetic law
+
+
+def unit_ball(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    """``n`` points uniform in the unit ℓ2 ball of ``R^d``: a uniform direction times ``U^{1/d}``."""
+    X = rng.standard_normal((n, d))
+    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
+    radius = rng.random(n) ** (1.0 / d)
+    X *= (radius / np.maximum(norms, 1e-300))[:, None]
+    return X
+
+
+def _labels(rng: np.random.Generator, X: np.ndarray, u: np.ndarray, flip: float) -> np.ndarray:
+    y = np.where(X @ u >= 0.0, 1.0, -1.0)
+    y[rng.random(X.shape[0]) < flip] *= -1.0
+    return y
+
+
+@functools.lru_cache(maxsize=16)
+def _sample(d: int, u: tuple, flip: float, size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A fixed sample of the law (read-only arrays, cached per process)."""
+    rng = np.random.default_rng(seed)
+    X = unit_ball(rng, size, d)
+    y = _labels(rng, X, np.array(u), flip)
+    X.setflags(write=False)
+    y.setflags(write=False)
+    return X, y
+
+
+@functools.lru_cache(maxsize=16)
+def _reference_minimiser(d: int, u: tuple, flip: float, h: float, reg: float) -> np.ndarray:
+    X, y = _sample(d, u, flip, REFERENCE, _REFERENCE_SEED)
+    w, _, ok = regularised_minimiser(X, y, h, REFERENCE * reg, tol_abs=1e-9 * REFERENCE)
+    if not ok:  # not observed: the objective is strongly convex and piecewise quadratic
+        raise RuntimeError("the reference minimiser did not converge")
+    w.setflags(write=False)
+    return w
+
+
+def _default_direction(d: int) -> tuple:
+    u = np.array([(-1.0) ** j for j in range(d)]) / math.sqrt(d)
+    return tuple(float(t) for t in u)
+
+
+METRICS = ("misclassification", "excess_risk")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SVMProblem(Problem):
+    """Simulated linear classification with label noise, learned by the Huber-hinge SVM.
+
+    ``x ~ U(unit ball of R^d)``, ``y = sign(x'u)`` flipped with probability ``flip``
+    (module docstring).  ``theta_star`` is the population minimiser of ``J`` (on a
+    :data:`REFERENCE`-record sample of the law from a fixed seed); the error is the
+    misclassification rate on a :data:`HELD_OUT`-record held-out sample, or the excess
+    regularised risk (``metric``).
+
+    Parameters
+    ----------
+    d : int, dimension (default 2).
+    direction : list of d floats, the Bayes direction ``u`` (normalised; default alternating
+        signs ``(1, -1, 1, ...) / sqrt(d)``).
+    flip : float in [0, 1/2), the label-noise rate (default 0.1).
+    h : float in (0, 1), the Huber smoothing (default 0.5; CMS 2011's experiments).
+    reg : float > 0, the ridge ``Λ`` of ``J`` defining ``theta_star`` and the excess risk
+        (default 0.01, the ERM mechanisms' default ``reg``; set theirs equal).
+    metric : {"misclassification", "excess_risk"}, what ``error`` returns.
+    """
+
+    d: int = 2
+    direction: tuple | None = None
+    flip: float = 0.1
+    h: float = 0.5
+    reg: float = 0.01
+    metric: str = "misclassification"
+    name: str = field(default="svm", init=False)
+
+    #: ``kngflow audit`` builds the problem with d = 2 (exact audits on a grid)
+    audit_defaults = {"d": 2}
+
+    def __post_init__(self):
+        d = check_dimension(self.d)
+        object.__setattr__(self, "d", d)
+        if self.direction is None:
+            u = _default_direction(d)
+        else:
+            if not isinstance(self.direction, (list, tuple)) or len(self.direction) != d or not all(
+                    isinstance(t, Real) and not isinstance(t, bool) and math.isfinite(t) for t in self.direction):
+                raise ValueError(f"direction must be a list of {d} finite numbers, got {self.direction!r}")
+            v = np.array(self.direction, dtype=float)
+            norm = float(np.linalg.norm(v))
+            if norm == 0.0:
+                raise ValueError("direction must not be the zero vector")
+            u = tuple(float(t) for t in v / norm)
+        object.__setattr__(self, "direction", u)
+        f = self.flip
+        if isinstance(f, bool) or not isinstance(f, Real) or not 0.0 <= f < 0.5:
+            raise ValueError(f"flip must be a number in [0, 0.5) (the label-noise rate), got {f!r}")
+        object.__setattr__(self, "flip", float(f))
+        object.__setattr__(self, "h", check_smoothing(self.h))
+        r = self.reg
+        if isinstance(r, bool) or not isinstance(r, Real) or not (math.isfinite(r) and r > 0):
+            raise ValueError(f"reg must be a finite number > 0, got {r!r}")
+        object.__setattr__(self, "reg", float(r))
+        if self.metric not in METRICS:
+            raise ValueError(f"metric must be one of {', '.join(map(repr, METRICS))}; got {self.metric!r}")
+
+    @property
+    def theta_star(self) -> np.ndarray:
+        """The population regularised minimiser (reference sample, fixed seed)."""
+        return np.array(_reference_minimiser(self.d, self.direction, self.flip, self.h, self.reg))
+
+    @property
+    def caveats(self) -> str:
+        return (f"theta_star is the minimiser of the regularised Huber-hinge risk (h = {self.h:g}, reg = {self.reg:g}) "
+                f"on a {REFERENCE}-record sample of the law; misclassification is measured on a {HELD_OUT}-record "
+                f"held-out sample (fixed seeds); error = {self.metric}.")
+
+    def simulate(self, n: int, rng: np.random.Generator) -> SVMData:
+        """One data set: ``X`` (n, d) uniform in the unit ball, ``y`` (n,) in {-1, +1}."""
+        self.check_n(n)
+        X = unit_ball(rng, n, self.d)
+        y = _labels(rng, X, np.array(self.direction), self.flip)
+        return SVMData(X, y, self.h)
+
+    # ---------------------------------------------------------------- error measures
+    def misclassification(self, estimate) -> float:
+        """Rate of ``sign(x'w) != y`` on the held-out sample (``x'w = 0`` counts as an error)."""
+        w = np.asarray(estimate, dtype=float)
+        if not np.all(np.isfinite(w)):
+            return math.nan
+        X, y = _sample(self.d, self.direction, self.flip, HELD_OUT, _HELD_OUT_SEED)
+        return float(np.mean(y * (X @ w) <= 0.0))
+
+    def misclassification_exact(self, estimate) -> float:
+        """``flip + (1 - 2 flip) angle(w, u) / pi``: the population rate (rotational symmetry
+        of the law); 1 for ``w = 0``, which the held-out rate counts as wrong on every record."""
+        w = np.asarray(estimate, dtype=float)
+        nw = float(np.linalg.norm(w))
+        if nw == 0.0:
+            return 1.0
+        cos = float(np.clip(w @ np.array(self.direction) / nw, -1.0, 1.0))
+        return self.flip + (1.0 - 2.0 * self.flip) * math.acos(cos) / math.pi
+
+    def regularised_risk(self, estimate) -> float:
+        """``J_ref(w)`` on the reference sample."""
+        w = np.ascontiguousarray(estimate, dtype=float)
+        X, y = _sample(self.d, self.direction, self.flip, REFERENCE, _REFERENCE_SEED)
+        return huber_loss_sum(w, (X, y, self.h, REFERENCE * self.reg)) / REFERENCE
+
+    def excess_risk(self, estimate) -> float:
+        """``J_ref(w) - J_ref(theta_star)`` (>= 0 up to the minimiser's tolerance)."""
+        w = np.asarray(estimate, dtype=float)
+        if not np.all(np.isfinite(w)):
+            return math.nan
+        return self.regularised_risk(w) - self.regularised_risk(self.theta_star)
+
+    def error(self, estimate) -> float:
+        """The ``metric``: misclassification rate (held out) or excess regularised risk."""
+        return self.misclassification(estimate) if self.metric == "misclassification" else self.excess_risk(estimate)
+
+    # ---------------------------------------------------------------- audits
+    def audit_records(self) -> tuple[np.ndarray, np.ndarray]:
+        """Records ``(x_1, ..., x_d, y)`` for privacy audits: ``(boundary, fill)``.
+
+        ``boundary``: ``x`` on the unit sphere (``±e_j``, and ``(±e_i ± e_j)/sqrt(2)`` —
+        for ``d = 2`` the 8 directions at multiples of 45°), where the sensitivities are
+        attained, with ``y = ±1``; ``fill``: ``x`` in ``{0, ±e_j / 2}`` with ``y = ±1``.
+        """
+        d = self.d
+        eye = np.eye(d)
+        xs = [*eye, *(-eye)]
+        for i in range(d):
+            for j in range(i + 1, d):
+                for si in (-1.0, 1.0):
+                    for sj in (-1.0, 1.0):
+                        xs.append((si * eye[i] + sj * eye[j]) / math.sqrt(2.0))
+        boundary = np.array([[*x, y] for x in xs for y in (-1.0, 1.0)])
+        inner = [np.zeros(d), *(0.5 * eye), *(-0.5 * eye)]
+        fill = np.array([[*x, y] for x in inner for y in (-1.0, 1.0)])
+        return boundary, fill
+
+    def audit_data(self, records: np.ndarray) -> SVMData:
+        """Mechanism input for a data set given as records ``(k, d + 1)``."""
+        records = np.asarray(records, dtype=float)
+        return svm_data(records[:, :-1], records[:, -1], self.h)
+
+    def gradient(self, data: SVMData, theta) -> np.ndarray:
+        """``sum_i l_h'(y_i x_i'theta) y_i x_i`` (no ridge: it cancels between adjacent data sets)."""
+        g = np.empty(data.d)
+        huber_gradient(np.ascontiguousarray(theta, dtype=float), (data.X, data.y, data.h, 0.0), g)
+        return g
+
+    def data_bytes(self, n: int) -> int:
+        """``X`` and ``y`` of one data set (kept whole: no sufficient statistics)."""
+        return int(n) * (self.d + 1) * 8
