@@ -19,8 +19,7 @@ import argparse
 import time
 
 from kngflow.audit import blackbox_audit, exact_audit, knorm_audit, parse_pair, side_channel_audit
-from kngflow.mechanisms import get_mechanism
-from kngflow.problems import get_problem
+from kngflow.api import get_mechanism, get_problem
 
 EPS = 1.0
 CONFIGS = (

@@ -32,8 +32,7 @@ STEPS = 10_000
 
 
 def run_cell(n: int, seed: int = 0, sampler: str = "auto") -> dict:
-    from kngflow.mechanisms import get_mechanism
-    from kngflow.problems import get_problem
+    from kngflow.api import get_mechanism, get_problem
 
     problem = get_problem("linear", d=D)
     mechs = {

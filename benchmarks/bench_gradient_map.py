@@ -34,9 +34,9 @@ def main() -> None:
     ap.add_argument("--metropolis", type=int, default=0, help="also time a Metropolis release of this many sweeps")
     args = ap.parse_args()
 
-    from kngflow.mechanisms import get_mechanism
+    from kngflow.api import get_mechanism
     from kngflow.models.logistic.problem import PAPER_BETA, logistic_gradient, logistic_hessian, logistic_mle
-    from kngflow.problems import get_problem
+    from kngflow.api import get_problem
 
     beta = list(PAPER_BETA) if args.m == 7 else list(np.linspace(-1.0, 1.0, args.m))
     p = get_problem("logistic", beta=beta)

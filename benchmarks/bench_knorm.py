@@ -42,8 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 def replicate(n: int, kng_steps: int) -> None:
     from scipy.special import expit
 
-    from kngflow.mechanisms import MECHANISMS, get_mechanism
-    from kngflow.problems import get_problem
+    from kngflow.api import MECHANISMS, get_mechanism, get_problem
     from kngflow.models.logistic.problem import logistic_gradient
 
     prob = get_problem("logistic")

@@ -58,8 +58,7 @@ def figure(spec_path: str, workers: int) -> None:
 
 
 def large(n: int) -> None:
-    from kngflow.mechanisms import get_mechanism
-    from kngflow.problems import get_problem
+    from kngflow.api import get_mechanism, get_problem
 
     prob = get_problem("quantreg", tau=0.5, theta_star=[0.0, -1.0])
     rng = np.random.default_rng(1)
@@ -88,8 +87,7 @@ def updates(ns) -> None:
     data-independent start, the first Gibbs conditional over all of Theta) and the steady
     state (difference of two run lengths: Metropolis on its residual band, the
     exponential mechanism's Gibbs on its window; KNG's Gibbs always sorts all breaks)."""
-    from kngflow.mechanisms import get_mechanism
-    from kngflow.problems import get_problem
+    from kngflow.api import get_mechanism, get_problem
 
     prob = get_problem("quantreg")
 

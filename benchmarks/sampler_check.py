@@ -119,8 +119,7 @@ def main() -> None:
     ap.add_argument("--grid-max", type=int, default=100_000, help="largest n checked against the grid")
     ap.add_argument("--no-metropolis", action="store_true", help="skip quantile regression's Metropolis row")
     args = ap.parse_args()
-    from kngflow.mechanisms import get_mechanism
-    from kngflow.problems import get_problem
+    from kngflow.api import get_mechanism, get_problem
 
     for n in args.n:
         rng = np.random.default_rng(args.seed + n)

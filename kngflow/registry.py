@@ -1,17 +1,27 @@
-"""Where problems and mechanisms come from: built-in names, entry points, and references.
+"""Where problems and mechanisms come from: models, entry points and references.
 
-A spec (or :func:`kngflow.mechanisms.get_mechanism` / :func:`kngflow.problems.get_problem`)
-names a problem or a mechanism kind in one of three ways:
+The unit of registration is a **model**: a module exposing ``PROBLEM`` (its problem class)
+and ``MECHANISMS`` (``{kind: mechanism class}``).  A spec (or :func:`kngflow.api.get_problem`
+/ :func:`kngflow.api.get_mechanism`) names a problem in one of three ways:
 
-1. a built-in name (``"linear"``; ``"kng"`` for a problem that has it);
-2. a name an installed package registers in the entry-point group
-   ``kngflow.problems`` or ``kngflow.mechanisms``
-   (``[project.entry-points."kngflow.mechanisms"] laplace_mean = "mypkg.mech:LaplaceMean"``);
-3. a reference ``"package.module:Class"`` to any importable class.
+1. a model name: a built-in model (:data:`BUILTIN_MODELS`, module strings imported on first
+   use, as xarray's ``BACKEND_ENTRYPOINTS``) or a model an installed package registers in
+   the entry-point group ``kngflow.models``
+   (``[project.entry-points."kngflow.models"] beta_mean = "mypkg.beta_model"``);
+2. a name in the older entry-point group ``kngflow.problems`` (one problem class);
+3. a reference ``"package.module:Class"`` to any importable problem class.
+
+Mechanism kinds are looked up **per problem**: the kinds of a model are its own
+``MECHANISMS`` (so an outside model can offer its own ``"kng"``); a problem that is not a
+model lends the kinds of its ``family`` model.  Names in the older group
+``kngflow.mechanisms`` and ``"package.module:Class"`` references apply to every problem.
 
 The module must be importable wherever the study runs -- on the client and on every Dask
-worker -- as an installed package or on ``PYTHONPATH``.  A reference that cannot be
-resolved raises :class:`PluginError`, one line naming the reference and what is wrong.
+worker -- as an installed package or on ``PYTHONPATH``.  A name that cannot be resolved
+raises :class:`PluginError`, one line naming it and what is wrong.
+
+Listing names (:func:`problem_names`) imports no model module and no numba: it reads
+:data:`BUILTIN_MODELS` and the installed distributions' entry-point metadata.
 """
 
 from __future__ import annotations
@@ -23,17 +33,31 @@ import re
 import sys
 from importlib import metadata
 
-__all__ = ["PluginError", "ENTRY_POINT_GROUPS", "is_reference", "load_reference", "mechanism_class",
-           "mechanism_kinds", "problem_class", "problem_names", "provenance"]
+__all__ = ["PluginError", "BUILTIN_MODELS", "MODEL_GROUP", "ENTRY_POINT_GROUPS", "is_reference", "load_reference",
+           "load_model", "model_names", "mechanism_class", "kind_names", "problem_class", "problem_names",
+           "provenance"]
 
-#: entry-point groups through which installed packages register names
+#: the built-in models: problem name -> module exposing PROBLEM and MECHANISMS (imported on first use)
+BUILTIN_MODELS = {
+    "linear": "kngflow.models.linear",
+    "quantile": "kngflow.models.quantile",
+    "quantreg": "kngflow.models.quantreg",
+    "mean": "kngflow.models.mean",
+    "geomedian": "kngflow.models.geomedian",
+    "logistic": "kngflow.models.logistic",
+}
+
+#: the entry-point group of outside models (name -> module exposing PROBLEM and MECHANISMS)
+MODEL_GROUP = "kngflow.models"
+#: the older entry-point groups: one problem class, or one mechanism kind for every problem
 ENTRY_POINT_GROUPS = {"problem": "kngflow.problems", "mechanism": "kngflow.mechanisms"}
 
 _REF = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
+_MODULE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 
 
 class PluginError(ValueError):
-    """A problem or mechanism reference that cannot be resolved (the message is one line)."""
+    """A model, problem or mechanism name that cannot be resolved (the message is one line)."""
 
 
 def is_reference(name) -> bool:
@@ -41,17 +65,21 @@ def is_reference(name) -> bool:
     return isinstance(name, str) and ":" in name
 
 
+def _import(module_name: str, what: str):
+    try:
+        return importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - any import failure is the plug-in's
+        why = f"{type(exc).__name__}: {exc}".replace("\n", " ")
+        raise PluginError(f"{what}: cannot import module {module_name!r} ({why}); install it, or put "
+                          "its folder on PYTHONPATH, on the client and on every worker") from None
+
+
 def load_reference(ref: str, what: str = "plug-in"):
     """The object ``ref = "package.module:Name"`` points to; :class:`PluginError` otherwise."""
     if not isinstance(ref, str) or not _REF.match(ref):
         raise PluginError(f"{what} reference must look like 'package.module:Class', got {ref!r}")
     module_name, _, attr = ref.partition(":")
-    try:
-        obj = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 - any import failure is the plug-in's
-        why = f"{type(exc).__name__}: {exc}".replace("\n", " ")
-        raise PluginError(f"{what} {ref!r}: cannot import module {module_name!r} ({why}); install it, or put "
-                          "its folder on PYTHONPATH, on the client and on every worker") from None
+    obj = _import(module_name, f"{what} {ref!r}")
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise PluginError(f"{what} {ref!r}: module {module_name!r} has no attribute {attr!r}")
@@ -69,45 +97,76 @@ def _load_entry_point(group: str, name: str, what: str):
     return load_reference(ep.value.replace(" ", ""), f"{what} {name!r} (entry point of {group})")
 
 
-def _builtin_mechanisms() -> dict:
-    from kngflow.mechanisms import MECHANISMS
+def _model_modules() -> dict:
+    """``{model name: module string}``: the built-in models, then the ``kngflow.models`` entry points."""
+    outside = {name: ep.value.replace(" ", "") for name, ep in _entry_points(MODEL_GROUP).items()}
+    return {**outside, **BUILTIN_MODELS}
 
-    return MECHANISMS
 
-
-def _builtin_problems() -> dict:
-    from kngflow.problems import PROBLEMS
-
-    return PROBLEMS
+def model_names() -> list[str]:
+    """Names of the built-in models and of those registered in the ``kngflow.models`` group."""
+    return sorted(_model_modules())
 
 
 def problem_names() -> list[str]:
-    """Built-in problem names and those registered through entry points."""
-    return sorted(set(_builtin_problems()) | set(_entry_points(ENTRY_POINT_GROUPS["problem"])))
+    """Problem names: every model and every ``kngflow.problems`` entry point (imports no model)."""
+    return sorted(set(_model_modules()) | set(_entry_points(ENTRY_POINT_GROUPS["problem"])))
 
 
-def _family(problem_name: str) -> str:
-    """The built-in problem whose mechanism kinds apply to ``problem_name`` (itself, or a plug-in's ``family``)."""
-    if problem_name in _builtin_problems():
+@functools.lru_cache(maxsize=None)
+def load_model(name: str):
+    """The model module ``name`` (built-in or ``kngflow.models`` entry point), checked:
+    it exposes a problem class ``PROBLEM`` and a ``MECHANISMS`` table of mechanism classes."""
+    modules = _model_modules()
+    if name not in modules:
+        raise PluginError(f"model must be one of {model_names()}, got {name!r}")
+    target = modules[name]
+    what = f"model {name!r}" + ("" if name in BUILTIN_MODELS else f" (entry point of {MODEL_GROUP})")
+    if _REF.match(target):
+        module = load_reference(target, what)
+    elif _MODULE.match(target):
+        module = _import(target, what)
+    else:
+        raise PluginError(f"{what} must name a module ('package.model'), got {target!r}")
+    missing = [m for m in ("PROBLEM", "MECHANISMS") if not hasattr(module, m)]
+    if missing:
+        raise PluginError(f"{what}: module {getattr(module, '__name__', target)!r} does not define {missing}; "
+                          "a model module exposes PROBLEM (its problem class) and MECHANISMS ({kind: class})")
+    if not isinstance(module.MECHANISMS, dict):
+        raise PluginError(f"{what}: MECHANISMS must be a dict {{kind: mechanism class}}, "
+                          f"got {type(module.MECHANISMS).__name__}")
+    return module
+
+
+def _model_of(problem_name: str) -> str | None:
+    """The model whose kinds apply to ``problem_name``: itself, or a problem's ``family``."""
+    if isinstance(problem_name, str) and problem_name in _model_modules():
         return problem_name
     try:
-        return problem_class(problem_name).family or ""
+        family = problem_class(problem_name).family
     except PluginError:
-        return ""
+        return None
+    return family if family in _model_modules() else None
 
 
-def mechanism_kinds(problem_name: str) -> list[str]:
-    """Built-in kinds of ``problem_name`` (or of its family) and the kinds registered through entry points."""
-    builtin = _builtin_mechanisms().get(_family(problem_name), {})
-    return sorted(set(builtin) | set(_entry_points(ENTRY_POINT_GROUPS["mechanism"])))
+def _model_kinds(problem_name: str) -> dict:
+    model = _model_of(problem_name)
+    return dict(load_model(model).MECHANISMS) if model is not None else {}
+
+
+def kind_names(problem_name: str) -> list[str]:
+    """The mechanism kinds ``problem_name`` accepts: its model's (or its family's) kinds and
+    the kinds registered in the ``kngflow.mechanisms`` group."""
+    return sorted(set(_model_kinds(problem_name)) | set(_entry_points(ENTRY_POINT_GROUPS["mechanism"])))
 
 
 def problem_class(name: str) -> type:
-    """The problem class ``name`` (built-in, entry point or ``package.module:Class``)."""
+    """The problem class ``name`` (a model, a ``kngflow.problems`` entry point or ``package.module:Class``),
+    checked against the contract (:func:`kngflow.problems.base.check_problem_class`)."""
     if is_reference(name):
         cls = load_reference(name, "problem")
-    elif isinstance(name, str) and name in _builtin_problems():
-        return _builtin_problems()[name]
+    elif isinstance(name, str) and name in _model_modules():
+        cls = load_model(name).PROBLEM
     elif isinstance(name, str) and name in _entry_points(ENTRY_POINT_GROUPS["problem"]):
         cls = _load_entry_point(ENTRY_POINT_GROUPS["problem"], name, "problem")
     else:
@@ -122,17 +181,17 @@ def problem_class(name: str) -> type:
 
 
 def mechanism_class(problem_name: str, kind: str) -> type:
-    """The mechanism class ``kind`` for ``problem_name`` (built-in, entry point or reference)."""
+    """The mechanism class ``kind`` for ``problem_name`` (its model's kind, an entry point or a reference)."""
     if is_reference(kind):
         cls = load_reference(kind, "mechanism")
     else:
-        builtin = _builtin_mechanisms().get(_family(problem_name), {})
-        if isinstance(kind, str) and kind in builtin:
-            return builtin[kind]
-        if isinstance(kind, str) and kind in _entry_points(ENTRY_POINT_GROUPS["mechanism"]):
+        own = _model_kinds(problem_name)
+        if isinstance(kind, str) and kind in own:
+            cls = own[kind]
+        elif isinstance(kind, str) and kind in _entry_points(ENTRY_POINT_GROUPS["mechanism"]):
             cls = _load_entry_point(ENTRY_POINT_GROUPS["mechanism"], kind, "mechanism")
         else:
-            raise PluginError(f"mechanism kind must be one of {mechanism_kinds(problem_name)} for problem "
+            raise PluginError(f"mechanism kind must be one of {kind_names(problem_name)} for problem "
                               f"{problem_name!r} or a 'package.module:Class' reference, got {kind!r}")
     from kngflow.mechanisms.base import check_mechanism_class
 

@@ -75,7 +75,7 @@ def test_accessor_registered_and_kinds_from_spec(slope_store):
 )
 def test_kinds_from_other_spec_layouts(spec):
     ds = xr.Dataset(coords={"mechanism": ["k", "np"]}, attrs={"spec": spec})
-    assert summaries.mechanism_kinds(ds) == {"k": "kng", "np": "nonprivate"}
+    assert summaries.kinds_by_label(ds) == {"k": "kng", "np": "nonprivate"}
     assert summaries.reference_label(ds) == "np"
 
 

@@ -171,7 +171,7 @@ class WidgetProblem(Problem):
     def report_sections(self, ds):
         from kngflow.analysis.report import ratio_section
 
-        gauss = [label for label, kind in summaries.mechanism_kinds(ds).items() if kind == "my_gauss"]
+        gauss = [label for label, kind in summaries.kinds_by_label(ds).items() if kind == "my_gauss"]
         return [f"## Widget notes\n\nnote = {self.note}; {ds.sizes['mechanism']} mechanisms.",
                 ratio_section(ds, gauss, title="Gaussian baseline")]
 

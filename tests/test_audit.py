@@ -22,8 +22,7 @@ from kngflow.audit import (
     parse_pair,
     side_channel_audit,
 )
-from kngflow.mechanisms import get_mechanism
-from kngflow.problems import get_problem
+from kngflow.api import get_mechanism, get_problem
 
 EPS = 1.0
 

@@ -64,7 +64,8 @@ import a_module_that_is_not_installed_anywhere  # noqa: F401
 NO_DOMAIN = '''
 import numpy as np
 
-from kngflow.problems import Problem, mean_data
+from kngflow.problems import Problem
+from kngflow.api import mean_data
 
 
 class NoDomain(Problem):
@@ -140,7 +141,7 @@ def test_density_claim_in_process_exact_loss():
     from kngflow.audit import AdjacentPair, audit_plan, exact_audit
     from kngflow.mechanisms import Mechanism, Release
     from kngflow.mechanisms.claims import Density
-    from kngflow.problems import get_problem
+    from kngflow.api import get_problem
 
     class Lap(Mechanism):
         def release(self, data, epsilon, rng):

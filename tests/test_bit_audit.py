@@ -14,9 +14,10 @@ import pytest
 from conftest import kngflow_cli
 from kngflow.audit import audit_plan, bit_audit
 from kngflow.audit.pairs import AdjacentPair
-from kngflow.mechanisms import Mechanism, Release, get_mechanism
+from kngflow.mechanisms import Mechanism, Release
+from kngflow.api import get_mechanism
 from kngflow.mechanisms.claims import BlackBox
-from kngflow.problems import get_problem
+from kngflow.api import get_problem
 
 PAIR = AdjacentPair(np.array([[0.0, 0.0]]), np.array([1.0, 1.0]), np.array([-1.0, -1.0]))
 

@@ -11,9 +11,10 @@ import numpy as np
 
 from kngflow.audit import audit_callable, blackbox_audit, parse_pair
 from kngflow.audit.search import predicted_bound, select_events, statistics
-from kngflow.mechanisms import Mechanism, get_mechanism
+from kngflow.mechanisms import Mechanism
+from kngflow.api import get_mechanism
 from kngflow.mechanisms.base import Release
-from kngflow.problems import get_problem
+from kngflow.api import get_problem
 
 EPS = 1.0
 DRAWS = 50_000

@@ -14,9 +14,9 @@ import dp_accounting as dpa
 from dp_accounting.rdp import RdpAccountant
 
 from kngflow.audit import blackbox_audit
-from kngflow.mechanisms import MECHANISMS, allowed_options, get_mechanism
+from kngflow.api import MECHANISMS, allowed_options, get_mechanism
 from kngflow.models.logistic import erm
-from kngflow.problems import get_problem
+from kngflow.api import get_problem
 from kngflow.models.logistic.problem import LogisticData, logistic_gradient
 
 P = 1e-5

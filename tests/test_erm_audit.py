@@ -13,10 +13,10 @@ from scipy import stats
 from conftest import kngflow_cli
 from kngflow.audit import (accountant_audit, accountant_audit_applies, gaussian_delta, gaussian_epsilon,
                            statistic_audit, statistic_audit_applies)
-from kngflow.mechanisms import get_mechanism
+from kngflow.api import get_mechanism
 from kngflow.models.logistic import erm
 from kngflow.noise import knorm
-from kngflow.problems import get_problem
+from kngflow.api import get_problem
 
 BETA = "beta=[0.5,-1.0]"
 

@@ -10,9 +10,9 @@ from scipy import stats
 
 from conftest import WORKFLOWS, reduced_workflow, run_and_report
 from kngflow.audit import statistic_audit
-from kngflow.mechanisms import allowed_options, get_mechanism
+from kngflow.api import allowed_options, get_mechanism
 from kngflow.models.linear.erm import DEFAULT_RADIUS, constrained_ridge, lipschitz
-from kngflow.problems import get_problem
+from kngflow.api import get_problem
 from kngflow.models.linear.problem import ols, stats_from_arrays
 from kngflow.sweep import load_spec
 

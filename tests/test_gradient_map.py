@@ -22,12 +22,12 @@ from scipy import stats
 
 from kngflow.kernels import SAMPLER_CODES
 from kngflow.kernels.gradient_map import BASE_SHARE, cholesky_logdet
-from kngflow.mechanisms import get_mechanism
+from kngflow.api import get_mechanism
 from kngflow.mechanisms.generic import gradient_map_draws
 from kngflow.models.geomedian.mechanisms import geomedian_hessian
 from kngflow.models.geomedian.problem import geomedian_gradient
 from kngflow.models.logistic.problem import logistic_gradient
-from kngflow.problems import get_problem
+from kngflow.api import get_problem
 
 P_REJECT = 1e-6
 

@@ -22,9 +22,10 @@ import pytest
 from conftest import kngflow_cli
 from kngflow.audit import bit_audit
 from kngflow.audit.pairs import AdjacentPair
-from kngflow.mechanisms import Mechanism, Release, get_mechanism, private_quantile
+from kngflow.mechanisms import Mechanism, Release
+from kngflow.api import get_mechanism, private_quantile
 from kngflow.mechanisms.hardening import Hardening, HardeningError, coupling_hardening, guarantee, snap
-from kngflow.problems import get_problem
+from kngflow.api import get_problem
 
 PAIR = AdjacentPair(np.array([[0.0, 0.0]]), np.array([1.0, 1.0]), np.array([-1.0, -1.0]))
 
@@ -108,10 +109,10 @@ def test_the_guarantee_grows_with_the_rounding_and_the_coupling_route_pays_in_de
 
 
 def test_every_mechanism_accepts_hardened_and_get_mechanism_defaults_to_it():
-    from kngflow.registry import mechanism_kinds
+    from kngflow.registry import kind_names
 
     for problem in ("mean", "quantile", "quantreg", "geomedian", "linear", "logistic"):
-        for kind in mechanism_kinds(problem):
+        for kind in kind_names(problem):
             m = get_mechanism(problem, kind)
             assert m.hardened == m.private, (problem, kind)
             assert "hardened" in type(m).option_names()

@@ -5,12 +5,25 @@
   built-in mechanism kind or a model's store variable;
 * a model package (``kngflow/models/<model>/``) imports no other model;
 * mechanisms, problems, models and kernels never import dask, distributed, zarr or
-  xarray (``test_layers.py`` checks the imported modules at run time).
+  xarray (``test_layers.py`` checks the imported modules at run time);
+* the import graph of ``kngflow/`` runs one way, down the layers of :data:`LAYER_ORDER`
+  (the contract packages ``problems/`` and ``mechanisms/`` import nothing above them: no
+  model, no registry, no façade), and has no circle anywhere;
+* listing names (``kngflow.registry.problem_names()``) imports no model and no numba.
+
+The graph's edges are the modules an ``import`` statement names (at module level or inside a
+function; ``from package import submodule`` is an edge to the submodule, not the package)
+and every string constant of the code that names a kngflow module (``"kngflow.api"``,
+``"kngflow.models.linear"``, ``"pkg.module:Class"`` references): a lazy import through
+``importlib`` counts like a written one.  The parent packages Python imports implicitly
+are not edges.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +31,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "kngflow"
 GENERIC = ("sweep", "store", "analysis", "audit")
 #: what the generic layers may import from kngflow: the contract and the registry ...
-CONTRACT = ("kngflow", "kngflow.registry", "kngflow.mechanisms", "kngflow.mechanisms.base",
+CONTRACT = ("kngflow", "kngflow.registry", "kngflow.api", "kngflow.mechanisms", "kngflow.mechanisms.base",
             "kngflow.mechanisms.claims", "kngflow.problems", "kngflow.problems.base", "kngflow._jit")
 #: ... and each other
 LAYERS = tuple(f"kngflow.{layer}" for layer in GENERIC + ("cli",))
@@ -27,15 +40,15 @@ LAYERS = tuple(f"kngflow.{layer}" for layer in GENERIC + ("cli",))
 HOMONYMS = {"mean", "kng"}
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+def _module_name(path: Path, root: Path = ROOT) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path) -> list[tuple[int, str]]:
+def _imports(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
     """``(line, absolute module)`` of every import in ``path``, relative imports resolved."""
     tree = ast.parse(path.read_text())
-    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
+    package = _module_name(path, root) if path.name == "__init__.py" else _module_name(path, root).rpartition(".")[0]
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -47,18 +60,20 @@ def _imports(path: Path) -> list[tuple[int, str]]:
                 mod = ".".join(base + ([node.module] if node.module else []))
             else:
                 mod = node.module
-            out.append((node.lineno, mod))
-            out += [(node.lineno, f"{mod}.{a.name}") for a in node.names if _is_module(f"{mod}.{a.name}")]
+            subs = [f"{mod}.{a.name}" for a in node.names if _is_module(f"{mod}.{a.name}", root)]
+            if len(subs) < len(node.names):  # names defined in ``mod`` itself
+                out.append((node.lineno, mod))
+            out += [(node.lineno, sub) for sub in subs]
     return out
 
 
-def _is_module(name: str) -> bool:
+def _is_module(name: str, root: Path = ROOT) -> bool:
     """Whether ``name`` is a module or package of the kngflow tree (``from pkg import submodule``)."""
-    path = ROOT.parent.joinpath(*name.split("."))
+    path = root.parent.joinpath(*name.split("."))
     return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
 
 
-def _strings(path: Path) -> list[tuple[int, str]]:
+def _strings(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
     """String constants of the code (not docstrings)."""
     tree = ast.parse(path.read_text())
     docstrings = set()
@@ -72,8 +87,7 @@ def _strings(path: Path) -> list[tuple[int, str]]:
 
 
 def _builtin_names() -> set[str]:
-    from kngflow.mechanisms import MECHANISMS
-    from kngflow.problems import PROBLEMS, get_problem
+    from kngflow.api import MECHANISMS, PROBLEMS, get_problem
 
     names = set(PROBLEMS)
     for kinds in MECHANISMS.values():
@@ -143,3 +157,164 @@ def test_numerical_layers_never_name_dask_or_zarr(layer):
     bad = [(f.name, line, mod) for f in files for line, mod in _imports(f)
            if mod and mod.split(".")[0] in ("dask", "distributed", "zarr", "xarray")]
     assert not bad, bad
+
+
+# --------------------------------------------------------------------------- the import graph
+#: the layers of kngflow/, lowest first: a module may import its own layer and those below
+LAYER_ORDER = (
+    ("kngflow", "kngflow._jit"),
+    ("kngflow.norms", "kngflow.noise", "kngflow.kernels"),
+    ("kngflow.problems", "kngflow.mechanisms"),          # the contract
+    ("kngflow.models",),
+    ("kngflow.registry",),
+    ("kngflow.api",),                                    # the public façade
+    ("kngflow.store",),
+    ("kngflow.sweep", "kngflow.analysis", "kngflow.audit"),
+    ("kngflow.cli",),
+)
+
+
+def _layer(module: str, order=LAYER_ORDER) -> int:
+    """Index in ``order`` of the most specific prefix of ``module``."""
+    best, rank = -1, None
+    for i, layer in enumerate(order):
+        for prefix in layer:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+                best, rank = len(prefix), i
+    if rank is None:
+        raise AssertionError(f"module {module} is in no layer of LAYER_ORDER: add it")
+    return rank
+
+
+def _resolve(name: str, root: Path) -> str | None:
+    """The deepest kngflow module ``name`` (a dotted path or a ``module:Attr`` reference) lies in."""
+    name = name.partition(":")[0]
+    top = root.name
+    if not (name == top or name.startswith(top + ".")):
+        return None
+    while name and not _is_module(name, root):
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """``{module: modules it imports}`` over the package at ``root`` (see the module docstring)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        module = _module_name(path, root)
+        named = [m for _, m in _imports(path, root)] + [s for _, s in _strings(path, root)
+                                                        if s.startswith(root.name) and " " not in s]
+        graph[module] = {t for t in (_resolve(m, root) for m in named if m) if t and t != module}
+    return graph
+
+
+def upward_imports(graph: dict[str, set[str]], order=LAYER_ORDER) -> list[tuple[str, str]]:
+    """Edges from a lower layer into a higher one."""
+    return sorted((a, b) for a, targets in graph.items() for b in targets if _layer(b, order) > _layer(a, order))
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.get(start, ()))))]
+        index[start] = low[start] = counter[0]
+        counter[0] += 1
+        stack.append(start)
+        on.add(start)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+    return out
+
+
+def test_every_module_has_a_layer():
+    for module in import_graph():
+        _layer(module)
+
+
+def test_no_import_runs_up_the_layers():
+    bad = upward_imports(import_graph())
+    assert not bad, f"imports from a lower layer into a higher one: {bad}"
+
+
+def test_the_contract_packages_import_nothing_above_them():
+    contract = _layer("kngflow.problems")
+    bad = [(a, b) for a, targets in import_graph().items() if a.split(".")[1:2] in (["problems"], ["mechanisms"])
+           for b in targets if _layer(b) > contract]
+    assert not bad, bad
+
+
+def test_the_import_graph_has_no_circle():
+    found = circles(import_graph())
+    assert not found, f"import circles: {found}"
+
+
+def _fake_package(tmp_path: Path, files: dict) -> Path:
+    root = tmp_path / "kngflow"
+    for name, text in {"__init__.py": "", **files}.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for parent in path.relative_to(root).parents:
+            (root / parent / "__init__.py").touch()
+        path.write_text(text)
+    return root
+
+
+def test_the_graph_checks_catch_an_upward_import_and_a_circle(tmp_path):
+    """Negative controls: a contract module importing the registry (written, or lazily through
+    ``importlib`` and a string), and two modules importing each other, are caught."""
+    root = _fake_package(tmp_path, {
+        "mechanisms/__init__.py": "def __getattr__(name):\n    import importlib\n"
+                                  "    return getattr(importlib.import_module('kngflow.api'), name)\n",
+        "mechanisms/base.py": "X = 1\n",
+        "problems/__init__.py": "def f():\n    from kngflow.registry import problem_class\n",
+        "registry.py": "from kngflow.mechanisms import base\n",
+        "api.py": "from kngflow import registry\n",
+        "analysis/a.py": "from . import b\n",
+        "analysis/b.py": "from .a import x\n",
+        "store/__init__.py": "",
+    })
+    graph = import_graph(root)
+    assert graph["kngflow.registry"] == {"kngflow.mechanisms.base"}  # `from pkg import submodule`
+    assert upward_imports(graph) == [("kngflow.mechanisms", "kngflow.api"), ("kngflow.problems", "kngflow.registry")]
+    assert circles(graph) == [["kngflow.analysis.a", "kngflow.analysis.b"]]
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_listing_names_imports_no_model_and_no_numba():
+    code = ("import sys, kngflow.registry as r; names = r.problem_names(); kinds = r.model_names(); "
+            "bad = [m for m in sys.modules if m.startswith(('kngflow.models', 'numba', 'kngflow.mechanisms', "
+            "'kngflow.problems', 'kngflow.kernels'))]; print(bad); sys.exit(1 if bad or 'linear' not in names else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # negative control: resolving a kind does import the model (and numba), and the check sees it
+    code = code.replace("r.model_names()", "r.kind_names('linear')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 1 and "kngflow.models.linear" in proc.stdout, proc.stdout + proc.stderr

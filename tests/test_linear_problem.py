@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from kngflow.problems import get_problem
+from kngflow.api import get_problem
 from kngflow.models.linear.problem import (
     LinearProblem,
     gradient_sensitivity,

@@ -9,10 +9,10 @@ from scipy import stats as sps
 
 from kngflow.audit import blackbox_audit
 from kngflow.audit.pairs import AdjacentPair
-from kngflow.mechanisms import allowed_options, get_mechanism
+from kngflow.api import allowed_options, get_mechanism
 from kngflow.models.linear import ss as L
 from kngflow.noise import knorm
-from kngflow.problems import get_problem
+from kngflow.api import get_problem
 from kngflow.models.linear.problem import ols, stats_from_arrays
 
 P_MIN = 1e-5

@@ -16,9 +16,9 @@ from scipy import stats
 
 from conftest import kngflow_cli
 from kngflow.audit import exact_audit
-from kngflow.mechanisms import get_mechanism
+from kngflow.api import get_mechanism
 from kngflow.noise import knorm
-from kngflow.problems import get_problem
+from kngflow.api import get_problem
 from kngflow.models.logistic.problem import PAPER_BETA, gradient_sensitivity, logistic_data, logistic_gradient
 
 P_REJECT = 1e-5

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from kngflow.mechanisms import get_mechanism
+from kngflow.api import get_mechanism
 from kngflow.models.logistic.mechanisms import KNG, _hessian
-from kngflow.problems import get_problem
+from kngflow.api import get_problem
 from kngflow.models.logistic.problem import logistic_data, logistic_gradient, logistic_mle
 from kngflow.kernels.generic import (
     gradient_jacobian,

@@ -13,9 +13,9 @@ import xarray as xr
 from conftest import kngflow_cli
 from scipy import optimize, stats
 
-from kngflow.mechanisms import get_mechanism
+from kngflow.api import get_mechanism
 from kngflow.models.geomedian.mechanisms import NonPrivate as GeoNonPrivate
-from kngflow.problems import get_problem
+from kngflow.api import get_problem
 from kngflow.models.geomedian.problem import geomedian_data, geomedian_gradient
 from kngflow.models.mean.problem import mean_data, norm_factor, radial_clip, row_norms
 from kngflow.sweep import load_spec

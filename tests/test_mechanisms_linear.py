@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from kngflow.mechanisms import MECHANISMS, get_mechanism
+from kngflow.api import MECHANISMS, get_mechanism
 from kngflow.kernels.optimize import project_l1_ball, quadratic_l1_ball
-from kngflow.problems import get_problem
+from kngflow.api import get_problem
 from kngflow.models.linear.problem import LinearStats
 
 ALL_KINDS = sorted(MECHANISMS["linear"])

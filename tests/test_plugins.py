@@ -222,9 +222,10 @@ def test_an_installed_package_registers_short_names(tmp_path):
 
 def test_the_public_names_stay_importable():
     """What users import: get_mechanism, private_quantile and the data helpers, from documented places."""
-    from kngflow.mechanisms import Mechanism, Release, get_mechanism, private_quantile
-    from kngflow.problems import (Problem, geomedian_data, get_problem, logistic_data, mean_data, quantreg_data,
-                                  stats_from_arrays)
+    from kngflow.mechanisms import Mechanism, Release
+    from kngflow.api import get_mechanism, private_quantile
+    from kngflow.problems import Problem
+    from kngflow.api import geomedian_data, get_problem, logistic_data, mean_data, quantreg_data, stats_from_arrays
 
     rng = np.random.default_rng(0)
     data = mean_data(rng.uniform(-1, 1, (50, 2)), radius=1.0)

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from kngflow.mechanisms import get_mechanism, private_quantile
-from kngflow.problems import get_problem
+from kngflow.api import get_mechanism, private_quantile, get_problem
 from kngflow.models.quantile.problem import QuantileData, empirical_quantile, quantile_data
 
 P_REJECT = 1e-5

@@ -12,8 +12,7 @@ import pytest
 from conftest import kngflow_cli
 
 from kngflow.audit import exact_audit
-from kngflow.mechanisms import get_mechanism
-from kngflow.problems import get_problem
+from kngflow.api import get_mechanism, get_problem
 
 BOUNDED = {"protocol": "public_bound", "y_bound": 1.0}
 

@@ -9,10 +9,10 @@ import pytest
 import statsmodels.api as sm
 from scipy import stats
 
-from kngflow.mechanisms import get_mechanism
+from kngflow.api import get_mechanism
 from kngflow.mechanisms.generic import Sampled
 from kngflow.models.quantreg.mechanisms import KNG
-from kngflow.problems import get_problem
+from kngflow.api import get_problem
 from kngflow.models.quantreg.sampler import _qr_exp_conditional
 from kngflow.models.quantreg.problem import (
     check_gradient,

@@ -8,8 +8,7 @@ import pytest
 import statsmodels.api as sm
 
 from conftest import WORKFLOWS, kngflow_cli, reduced_workflow, run_and_report
-from kngflow.mechanisms import get_mechanism
-from kngflow.problems import get_problem
+from kngflow.api import get_mechanism, get_problem
 from kngflow.problems.datasets import DATASETS, load_dataset, truncate_and_scale
 from kngflow.models.linear.problem import dataset_stats
 from kngflow.models.logistic.problem import dataset_data

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from kngflow.mechanisms import get_mechanism
-from kngflow.problems import get_problem
+from kngflow.api import get_mechanism, get_problem
 from kngflow.models.linear.sampler import (
     KIND_KNG_L1,
     KIND_KNG_LINF,
@@ -168,8 +167,7 @@ def test_exponential_gibbs_at_huge_epsilon_terminates():
 
     code = (
         "import numpy as np\n"
-        "from kngflow.mechanisms import get_mechanism\n"
-        "from kngflow.problems import get_problem\n"
+        "from kngflow.api import get_mechanism, get_problem\n"
         "s = get_problem('linear', d=12).simulate(100, np.random.default_rng(0))\n"
         "for eps in (1e20, 1e25, 1e300):\n"
         "    for kind in ('exponential', 'kng'):\n"

@@ -16,7 +16,7 @@ import xarray as xr
 from conftest import ALL_VARIABLES, EXPONENTIAL, assert_same, tiny_spec
 
 from kngflow import store as st
-from kngflow.mechanisms import MECHANISMS
+from kngflow.api import MECHANISMS
 from kngflow.sweep import CostModel, SpecMismatch, estimate, iter_tasks, parse_spec, plan_tasks, prepare_store, run_task
 from kngflow.sweep.engine import compute_block, failed_block, timeout_message
 

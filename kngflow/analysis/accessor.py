@@ -44,7 +44,7 @@ class KngAccessor:
     def kinds(self) -> dict[str, str]:
         """``{label: kind}`` for every mechanism (from the ``spec`` attribute)."""
         if self._kinds is None:
-            self._kinds = _s.mechanism_kinds(self._ds)
+            self._kinds = _s.kinds_by_label(self._ds)
         return dict(self._kinds)
 
     @property

@@ -23,40 +23,16 @@ from __future__ import annotations
 
 import functools
 import json
-import tomllib
 from collections.abc import Mapping
-from typing import Any
 
 import xarray as xr
 
+from .storemeta import kinds_by_label, problem_name
+from .storemeta import labels as _labels
+from .storemeta import spec as _spec
+
 __all__ = ["nonprivate_labels", "reference_stderr", "problem_name", "problem_comparisons", "problem_sections",
            "declared_private"]
-
-
-def _labels(ds: xr.Dataset) -> list[str]:
-    return [str(m) for m in ds["mechanism"].values] if "mechanism" in ds.coords else []
-
-
-def _spec(ds: xr.Dataset) -> dict[str, Any]:
-    text = ds.attrs.get("spec")
-    if not isinstance(text, str) or not text.strip():
-        return {}
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
-        return {}
-
-
-def problem_name(ds: xr.Dataset) -> str | None:
-    """The store's problem: its ``problem`` attribute, else the spec's (``problem = "..."`` or
-    ``[problem] name = "..."``); None when neither says."""
-    name = ds.attrs.get("problem")
-    if isinstance(name, str) and name:
-        return name
-    value = _spec(ds).get("problem")
-    if isinstance(value, Mapping):
-        value = value.get("name")
-    return value if isinstance(value, str) and value else None
 
 
 def _cached(func):
@@ -92,7 +68,7 @@ def _private(problem: str | None, kind: str) -> bool | None:
             cls = mechanism_class(name, kind)
         except Exception:  # noqa: BLE001 - unknown kind, plug-in not importable here, ...
             continue
-        answers.append(getattr(cls, "private", True) is not False)
+        answers.append(cls.private is not False)
     if not answers:
         return None
     return any(answers)
@@ -109,7 +85,7 @@ def nonprivate_labels(ds: xr.Dataset) -> list[str]:
     ``mechanism`` coordinate (the first is the report's reference; ``[]`` when none).
 
     From the root attribute ``nonprivate`` (JSON list) when the store has it; otherwise each
-    mechanism's kind (the spec, see :func:`kngflow.analysis.summaries.mechanism_kinds`) is
+    mechanism's kind (the spec, see :func:`kngflow.analysis.storemeta.kinds_by_label`) is
     resolved through the registry and the classes with ``private = False`` are kept.
     """
     labels = _labels(ds)
@@ -122,10 +98,8 @@ def nonprivate_labels(ds: xr.Dataset) -> list[str]:
         if isinstance(listed, list):
             listed = {str(x) for x in listed}
             return [label for label in labels if label in listed]
-    from .summaries import mechanism_kinds
-
     problem = problem_name(ds)
-    return [label for label, kind in mechanism_kinds(ds).items() if _private(problem, kind) is False]
+    return [label for label, kind in kinds_by_label(ds).items() if _private(problem, kind) is False]
 
 
 @_cached
@@ -133,7 +107,7 @@ def _problem_reference_stderr(problem: str) -> str | None:
     try:
         from kngflow.registry import problem_class
 
-        value = getattr(problem_class(problem), "reference_stderr", None)
+        value = problem_class(problem).reference_stderr
     except Exception:  # noqa: BLE001 - plug-in not importable here: no reference
         return None
     return value if isinstance(value, str) and value else None
@@ -174,13 +148,12 @@ def problem_sections(ds: xr.Dataset) -> list[str]:
     if name is None:
         return []
     try:
-        from kngflow.problems import get_problem
+        from kngflow.api import get_problem
         from kngflow.problems.base import Problem
         from kngflow.registry import problem_class
 
         cls = problem_class(name)
-        method = getattr(cls, "report_sections", None)
-        if method is None or method is getattr(Problem, "report_sections", None):
+        if cls.report_sections is Problem.report_sections:
             return []
         table = _spec(ds).get("problem")
         options = {}

@@ -186,7 +186,7 @@ def ratio_section(
     if summary is None:
         summary = _s.ratio_to_reference(ds.sel(mechanism=focus + [ref]), ref).compute()
         summary = summary.rename(ratio="ratio_to_reference", ratio_se="ratio_to_reference_se")
-    kinds = _s.mechanism_kinds(ds)
+    kinds = _s.kinds_by_label(ds)
     deltas = _s.mechanism_deltas(ds)
     mixed = any(deltas.values()) and not all(deltas.values())
     n_vals, eps_vals = summary["n"].values, summary["epsilon"].values
@@ -240,7 +240,7 @@ def diagnosand_section(ds: xr.Dataset, diag: xr.Dataset) -> str | None:
     """
     if int(diag["n_valid"].sum()) == 0:
         return None
-    kinds = _s.mechanism_kinds(ds)
+    kinds = _s.kinds_by_label(ds)
     deltas = _s.mechanism_deltas(ds)
     nonprivate = set(_s.nonprivate_labels(ds))
     eps_vals = diag["epsilon"].values
@@ -344,7 +344,7 @@ def report_markdown(
     shown as the "Paper claims" section after the completeness line."""
     summ = (_s.error_summary(ds) if summary is None else summary).compute()
     info = _s.completeness(ds) if info is None else info
-    kinds = _s.mechanism_kinds(ds)
+    kinds = _s.kinds_by_label(ds)
     deltas = _s.mechanism_deltas(ds)
     mixed = any(deltas.values()) and not all(deltas.values())
     nonprivate = set(_s.nonprivate_labels(ds))

@@ -37,9 +37,7 @@ inflated by ``√(χ²/dof)`` (Birge ratio) and the fit is flagged ``curved``.
 
 from __future__ import annotations
 
-import json
 import math
-import tomllib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -48,9 +46,10 @@ import xarray as xr
 from scipy import special  # not scipy.stats: its import alone costs ~0.7 s of every report
 
 from .declared import nonprivate_labels, reference_stderr
+from .storemeta import kinds_by_label, mechanism_deltas
 
 __all__ = [
-    "mechanism_kinds",
+    "kinds_by_label",
     "nonprivate_labels",
     "reference_stderr",
     "mechanism_deltas",
@@ -78,76 +77,8 @@ CURVED_P = 0.01
 
 
 # --------------------------------------------------------------------------
-# mechanisms: labels and kinds from the spec
+# mechanisms: labels, kinds and deltas (read by .storemeta)
 # --------------------------------------------------------------------------
-def _mechanisms_from_toml(obj: Any) -> dict[str, str]:
-    """Find ``label -> kind`` in a parsed spec, wherever mechanisms are listed.
-
-    Accepts ``[[mechanisms]]`` arrays of tables (``label``/``kind`` keys;
-    ``label`` defaults to ``kind``), tables keyed by label
-    (``[mechanisms.mine] kind = "mypkg.mech:Laplace"``), and either form nested one or
-    more tables deep (e.g. ``[[study.mechanisms]]``).
-    """
-    found: dict[str, str] = {}
-    if isinstance(obj, Mapping):
-        for key in ("mechanisms", "mechanism"):
-            value = obj.get(key)
-            if isinstance(value, list):
-                for entry in value:
-                    if isinstance(entry, Mapping) and "kind" in entry:
-                        label = str(entry.get("label", entry["kind"]))
-                        found[label] = str(entry["kind"])
-            elif isinstance(value, Mapping):
-                for label, entry in value.items():
-                    if isinstance(entry, Mapping) and "kind" in entry:
-                        found[str(entry.get("label", label))] = str(entry["kind"])
-        if found:
-            return found
-        for value in obj.values():
-            if isinstance(value, (Mapping, list)):
-                found.update(_mechanisms_from_toml(value))
-    elif isinstance(obj, list):
-        for value in obj:
-            found.update(_mechanisms_from_toml(value))
-    return found
-
-
-def mechanism_kinds(ds: xr.Dataset) -> dict[str, str]:
-    """Map each mechanism label of ``ds`` to its kind (the spec's ``kind``: a registered name
-    or a ``package.module:Class`` reference).
-
-    The kinds come from the TOML text in ``ds.attrs["spec"]``; a ``kind``
-    coordinate along ``mechanism`` (if a store carries one) takes precedence.
-    Labels whose kind cannot be found map to the label itself.
-    """
-    kinds: dict[str, str] = {}
-    spec = ds.attrs.get("spec")
-    if isinstance(spec, str) and spec.strip():
-        try:
-            kinds = _mechanisms_from_toml(tomllib.loads(spec))
-        except tomllib.TOMLDecodeError:
-            kinds = {}
-    if "kind" in ds.coords and ds["kind"].dims == ("mechanism",):
-        for label, kind in zip(ds["mechanism"].values, ds["kind"].values):
-            kinds[str(label)] = str(kind)
-    labels = [str(m) for m in ds["mechanism"].values] if "mechanism" in ds.coords else []
-    return {label: kinds.get(label, label) for label in labels}
-
-
-def mechanism_deltas(ds: xr.Dataset) -> dict[str, float]:
-    """Map each mechanism label to its δ: 0 for ε-DP, δ > 0 for (ε, δ)-DP mechanisms.
-
-    From ``ds.attrs["delta"]`` (JSON written by the sweep engine); stores written before
-    it existed held only ε-DP mechanisms, so a missing entry reads 0.
-    """
-    try:
-        deltas = json.loads(ds.attrs.get("delta", "{}"))
-    except (TypeError, ValueError):
-        deltas = {}
-    labels = [str(m) for m in ds["mechanism"].values] if "mechanism" in ds.coords else []
-    return {label: float(deltas.get(label, 0.0)) for label in labels}
-
-
 def privacy_tag(delta: float) -> str:
     """``"ε-DP"`` or ``"(ε, δ=1e-05)-DP"``."""
     return "ε-DP" if delta == 0 else f"(ε, δ={delta:g})-DP"
@@ -344,7 +275,7 @@ def error_summary(
         out["ratio_to_reference"] = rat["ratio"]
         out["ratio_to_reference_se"] = rat["ratio_se"]
         out.attrs["reference"] = ref
-    out.attrs["kinds"] = ",".join(f"{k}={v}" for k, v in mechanism_kinds(ds).items())
+    out.attrs["kinds"] = ",".join(f"{k}={v}" for k, v in kinds_by_label(ds).items())
     return out
 
 

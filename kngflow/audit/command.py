@@ -101,9 +101,9 @@ def _failure(exc: BaseException) -> str:
 
 
 def _setup(args):
-    from kngflow.mechanisms import get_mechanism
+    from kngflow.api import get_mechanism
     from kngflow.mechanisms.claims import PrivacyClaim
-    from kngflow.problems import get_problem
+    from kngflow.api import get_problem
     from kngflow.registry import problem_class
 
     from .pairs import audit_view, parse_pair

@@ -166,7 +166,7 @@ class Mechanism:
     claim: an (ε, δ) mechanism returns e.g. ``BlackBox(delta=1e-5)`` from :meth:`privacy_claim`.
 
     Every mechanism also takes the keyword option ``hardened`` (default False when the
-    class is constructed directly; :func:`kngflow.mechanisms.get_mechanism` defaults to
+    class is constructed directly; :func:`kngflow.api.get_mechanism` defaults to
     True).  A hardened release is snapped to a public grid
     (:mod:`kngflow.mechanisms.hardening`) as declared by :meth:`hardening`; a mechanism that
     declares none cannot be hardened (one-line :class:`~kngflow.mechanisms.hardening.HardeningError`).

@@ -31,7 +31,7 @@ from typing import ClassVar
 
 import numpy as np
 
-__all__ = ["Problem", "SimulatedProblem", "check_problem_class", "check_dimension", "check_vector", "check_tau",
+__all__ = ["Problem", "SimulatedProblem", "check_problem_class", "check_problem", "check_dimension", "check_vector", "check_tau",
            "check_finite_positive", "DEFAULT_BLOCK_ROWS"]
 
 #: rows per streamed block of the built-in simulations; the default worker memory of a data set
@@ -74,9 +74,16 @@ def check_tau(tau) -> float:
 class Problem:
     """Base class of every problem (see the module docstring for the contract).
 
-    Subclasses provide ``d``, ``theta_star`` and ``simulate(n, rng)``; ``name`` defaults
-    to the class's ``package.module:Class`` reference.
+    Subclasses provide ``d``, ``theta_star`` and ``simulate(n, rng)`` (as class attributes,
+    properties, dataclass fields or attributes set by ``__init__``: :func:`check_problem`
+    checks a built problem, :func:`check_problem_class` the class); ``name`` defaults to
+    the class's ``package.module:Class`` reference.
     """
+
+    #: the number of coefficients (declared by every problem)
+    d: int
+    #: ``(d,)`` the reference the error is measured against (declared by every problem)
+    theta_star: np.ndarray
 
     reference_stderr: ClassVar[str | None] = None
     #: ``{title: kinds}``: groups of mechanism kinds the report compares with the non-private
@@ -176,3 +183,28 @@ def check_problem_class(cls, name: str | None = None) -> type:
     if bad:
         raise TypeError(f"problem {name}: options must be keyword arguments, got positional-only {bad}")
     return cls
+
+
+#: what every problem declares (see :class:`Problem`)
+REQUIRED_MEMBERS = ("d", "theta_star")
+
+
+def check_problem(problem, name: str | None = None):
+    """``problem`` if it declares :data:`REQUIRED_MEMBERS` (``d`` an integer >= 1,
+    ``theta_star`` of length ``d``); TypeError in one line naming what is missing otherwise.
+
+    ``d`` and ``theta_star`` are often set by the constructor from its options, so they
+    are checked on the built problem, when a problem is first built by name.
+    """
+    name = name or getattr(problem, "name", type(problem).__qualname__)
+    missing = [m for m in REQUIRED_MEMBERS if getattr(problem, m, None) is None]
+    if missing:
+        raise TypeError(f"problem {name} does not declare {', '.join(missing)} (every problem sets d, the number "
+                        "of coefficients, and theta_star, the reference the error is measured against)")
+    d = problem.d
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+        raise TypeError(f"problem {name}: d must be an integer >= 1, got {d!r}")
+    if np.shape(problem.theta_star) != (int(d),):
+        raise TypeError(f"problem {name}: theta_star must have shape (d,) = ({int(d)},), "
+                        f"got {np.shape(problem.theta_star)}")
+    return problem

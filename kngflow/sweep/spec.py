@@ -8,7 +8,7 @@ to compare (each with a unique ``label``), the grid axes and the root seed::
     seed = 20190611              # root seed of every random stream (int >= 0)
 
     [problem]
-    name = "linear"              # kngflow.problems.get_problem(name, **options)
+    name = "linear"              # kngflow.api.get_problem(name, **options)
     d = 12
     protocol = "paper"           # data protocol: "paper" or "public_bound"
 
@@ -147,18 +147,18 @@ class Spec:
     def problem(self):
         """The problem object (built once per Spec)."""
         if self._problem is None:
-            from kngflow import problems
+            from kngflow import api
 
-            object.__setattr__(self, "_problem", problems.get_problem(self.problem_name, **self.problem_options))
+            object.__setattr__(self, "_problem", api.get_problem(self.problem_name, **self.problem_options))
         return self._problem
 
     def build_mechanisms(self) -> dict:
-        """``{label: mechanism}`` built with ``kngflow.mechanisms.get_mechanism``."""
-        from kngflow import mechanisms
+        """``{label: mechanism}`` built with ``kngflow.api.get_mechanism``."""
+        from kngflow import api
 
         problem = self.problem()
         return {
-            m.label: mechanisms.get_mechanism(self.problem_name, m.kind, **mechanism_options(problem, m.options))
+            m.label: api.get_mechanism(self.problem_name, m.kind, **mechanism_options(problem, m.options))
             for m in self.mechanisms
         }
 
@@ -327,7 +327,7 @@ def parse_spec(text: str) -> Spec:
     if "problem" not in raw:
         raise SpecError("problem", 'missing table; e.g. [problem] name = "linear"')
     ptable = dict(_check_table(raw["problem"], "problem"))
-    from kngflow import problems, registry
+    from kngflow import api, registry
 
     known_problems = registry.problem_names()
     pname = ptable.pop("name", None)
@@ -343,7 +343,7 @@ def parse_spec(text: str) -> Spec:
     except registry.PluginError as exc:
         raise SpecError("problem.name", str(exc)) from None
     try:
-        problem = problems.get_problem(pname, **ptable)
+        problem = api.get_problem(pname, **ptable)
     except (TypeError, ValueError) as exc:
         raise SpecError(_field_in_message(exc, ptable, "problem"), str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - a plug-in's constructor
@@ -359,9 +359,7 @@ def parse_spec(text: str) -> Spec:
     sampler = dict(_check_table(raw.get("sampler", {}), "sampler"))
 
     # ---------------------------------------------------------------- mechanisms
-    from kngflow import mechanisms as mech_mod
-
-    kinds = registry.mechanism_kinds(pname)
+    kinds = registry.kind_names(pname)
     mlist = raw.get("mechanisms")
     if mlist is None:
         raise SpecError("mechanisms", "missing; add at least one [[mechanisms]] table with label and kind")
@@ -403,7 +401,7 @@ def parse_spec(text: str) -> Spec:
         options.update(entry)
         built = mechanism_options(problem, options)
         try:
-            mech_mod.get_mechanism(pname, kind, **built)
+            api.get_mechanism(pname, kind, **built)
         except (TypeError, ValueError) as exc:
             raise SpecError(_field_in_message(exc, built, where), str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - a plug-in's constructor

@@ -1,0 +1,147 @@
+"""The public façade: build problems and mechanisms by name, and the models' data helpers.
+
+What a user imports to run a mechanism on their own data::
+
+    from kngflow.api import get_mechanism, get_problem, stats_from_arrays, private_quantile
+
+It sits above :mod:`kngflow.registry` (which resolves names) and the model packages
+(which define the helpers), so that the contract packages :mod:`kngflow.problems` and
+:mod:`kngflow.mechanisms` import nothing above them.  Importing this module imports no
+model: the data helpers, ``private_quantile`` and the built-in tables ``PROBLEMS`` /
+``MECHANISMS`` are loaded on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+from kngflow import registry
+from kngflow.problems.base import check_problem
+
+__all__ = [
+    "get_problem",
+    "get_mechanism",
+    "problem_options",
+    "allowed_options",
+    "private_quantile",
+    "PROBLEMS",
+    "MECHANISMS",
+    # the data helpers: a user's own records -> a mechanism's input
+    "stats_from_arrays",
+    "logistic_data",
+    "mean_data",
+    "quantile_data",
+    "quantreg_data",
+    "geomedian_data",
+    "GeoMedianData",
+    "LinearStats",
+    "LogisticData",
+    "MeanData",
+    "QuantileData",
+    "QuantRegData",
+    "GeoMedianProblem",
+    "LinearProblem",
+    "LogisticProblem",
+    "MeanProblem",
+    "QuantileProblem",
+    "QuantRegProblem",
+]
+
+#: public names defined by the built-in models: name -> module (imported on first use)
+_HELPERS = {
+    "stats_from_arrays": "kngflow.models.linear.problem",
+    "LinearStats": "kngflow.models.linear.problem",
+    "LinearProblem": "kngflow.models.linear.problem",
+    "logistic_data": "kngflow.models.logistic.problem",
+    "LogisticData": "kngflow.models.logistic.problem",
+    "LogisticProblem": "kngflow.models.logistic.problem",
+    "mean_data": "kngflow.models.mean.problem",
+    "MeanData": "kngflow.models.mean.problem",
+    "MeanProblem": "kngflow.models.mean.problem",
+    "quantile_data": "kngflow.models.quantile.problem",
+    "QuantileData": "kngflow.models.quantile.problem",
+    "QuantileProblem": "kngflow.models.quantile.problem",
+    "quantreg_data": "kngflow.models.quantreg.problem",
+    "QuantRegData": "kngflow.models.quantreg.problem",
+    "QuantRegProblem": "kngflow.models.quantreg.problem",
+    "geomedian_data": "kngflow.models.geomedian.problem",
+    "GeoMedianData": "kngflow.models.geomedian.problem",
+    "GeoMedianProblem": "kngflow.models.geomedian.problem",
+    "private_quantile": "kngflow.models.quantile.mechanisms",
+}
+
+
+def __getattr__(name: str):
+    """The data helpers, ``private_quantile``, ``PROBLEMS`` (name -> class) and ``MECHANISMS``
+    (problem -> kind -> class) of the built-in models, imported on first use."""
+    if name == "PROBLEMS":
+        value = {m: registry.load_model(m).PROBLEM for m in registry.BUILTIN_MODELS}
+    elif name == "MECHANISMS":
+        value = {m: dict(registry.load_model(m).MECHANISMS) for m in registry.BUILTIN_MODELS}
+    elif name in _HELPERS:
+        value = getattr(importlib.import_module(_HELPERS[name]), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
+
+def problem_options(cls) -> list[str]:
+    """Names of the options (keyword arguments of the constructor) of problem class ``cls``."""
+    fields = getattr(cls, "__dataclass_fields__", None)
+    if fields is not None:
+        return [f for f, spec in fields.items() if spec.init]
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    return [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def get_problem(name: str, **options):
+    """Return the problem ``name`` built with keyword ``options``.
+
+    Raises ValueError (:class:`kngflow.registry.PluginError`) naming ``problem`` and the
+    allowed names for an unknown problem, TypeError naming the option for an unknown
+    option, and TypeError naming what is missing when the built problem lacks ``d`` or
+    ``theta_star`` (:func:`kngflow.problems.base.check_problem`).
+    """
+    cls = registry.problem_class(name)
+    try:
+        problem = cls(**options)
+    except TypeError as exc:
+        allowed = problem_options(cls)
+        raise TypeError(f"unknown option for problem {name!r}: {exc}; allowed options: {allowed}") from None
+    return check_problem(problem, name)
+
+
+def allowed_options(problem: str, kind: str) -> list[str]:
+    """Names of the keyword options of mechanism ``kind`` for ``problem``."""
+    return registry.mechanism_class(problem, kind).option_names()
+
+
+def get_mechanism(problem: str, kind: str, **options):
+    """Build mechanism ``kind`` for ``problem`` with keyword ``options``.
+
+    ``hardened`` defaults to True here (the API a user calls on their own data) for every
+    private mechanism that declares a hardening (every built-in one): the release is
+    snapped to a public grid (:mod:`kngflow.mechanisms.hardening`); options it cannot
+    honour raise a one-line error naming them; pass ``hardened=False`` for the unhardened
+    floating-point release.
+
+    Raises ValueError (:class:`kngflow.registry.PluginError`) naming ``kind`` and the
+    allowed values, and TypeError naming an unknown option and the allowed ones.
+    """
+    if not registry.is_reference(problem) and problem not in registry.problem_names():
+        raise ValueError(f"problem must be one of {registry.problem_names()} or a 'package.module:Class' "
+                         f"reference, got {problem!r}")
+    cls = registry.mechanism_class(problem, kind)
+    allowed = cls.option_names()
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise TypeError(f"unknown option(s) {unknown} for mechanism {kind!r}; allowed options: {allowed}")
+    if "hardened" not in options and cls.private and cls.declares_hardening():
+        options = {**options, "hardened": True}
+    return cls(**options)
