@@ -101,9 +101,8 @@ def _failure(exc: BaseException) -> str:
 
 
 def _setup(args):
-    from kngflow.api import get_mechanism
+    from kngflow.api import get_mechanism, get_problem
     from kngflow.mechanisms.claims import PrivacyClaim
-    from kngflow.api import get_problem
     from kngflow.registry import problem_class
 
     from .pairs import audit_view, parse_pair
