@@ -117,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", help="tables and figures of a store (kngflow.analysis.report)")
     report.add_argument("store", metavar="STORE", help="zarr store written by kngflow run")
-    report.add_argument("--out", required=True, metavar="DIR", help="directory for report.md and the figures (created)")
+    report.add_argument("--out", metavar="DIR",
+                        help="directory for report.md and the figures (created; default: STORE-report beside the store)")
     report.add_argument("--html", action="store_true",
                         help="also write report.html: one self-contained file (figures inline, sortable tables, "
                         "diagnosands, spec and provenance; nothing fetched when viewed)")
@@ -680,15 +681,22 @@ def cmd_status(args) -> int:
     return EXIT_FAILED if data["failed"] else EXIT_OK
 
 
+def default_report_dir(store) -> Path:
+    """Where ``kngflow report STORE`` writes without ``--out``: ``STORE-report`` beside the store."""
+    return Path(os.fspath(store).rstrip("/\\") + "-report")
+
+
 def cmd_report(args) -> int:
     from kngflow.store import StoreError, read_meta
 
+    if args.out is None:
+        args.out = default_report_dir(args.store)
     problem = _path_problem("--out", args.out)
     if problem:
         _err(problem)
         return EXIT_BAD_INPUT
     from kngflow.analysis.claims import ClaimsError
-    from kngflow.analysis.report import missing_variable, open_store, write_report
+    from kngflow.analysis.report import make_report, missing_variable, open_store
 
     try:  # a store without a variable the report needs: say which (before calling it damaged)
         missing = missing_variable(open_store(args.store))
@@ -706,13 +714,17 @@ def cmd_report(args) -> int:
     except StoreError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
-    try:  # write_report checks the claims against the store before it writes anything
-        out = write_report(args.store, args.out, html=args.html, claims=False if args.no_claims else args.claims)
+    try:  # make_report checks the claims against the store before it writes anything
+        _md, written, verdicts = make_report(args.store, args.out, html=args.html,
+                                             claims=False if args.no_claims else args.claims)
     except ClaimsError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
-    if out is not None:
-        print(out)
+    for path in written:
+        print(f"wrote {path}")
+    if verdicts:
+        counts = {v: sum(1 for x in verdicts if x.verdict == v) for v in ("agrees", "disagrees", "inconclusive")}
+        print(f"claims: {len(verdicts)} evaluated: " + ", ".join(f"{n} {v}" for v, n in counts.items()))
     return EXIT_OK
 
 

@@ -53,15 +53,16 @@ def test_report_on_partial_n_grid(n_grid_store, tmp_path):
     # how complete the store is, and what is missing
     assert "800 of 1000 cells finished (80.0%)" in md
     assert "missing: n=10^6 (0/50 replicates)" in md
-    # per (mechanism, n, ε) table: finished, mean error, log10 mean ± SE, ratio to the non-private
+    # per (mechanism, n, ε) table: finished, mean error, log10 mean ± SE; the ratio to the
+    # non-private is its own table (one table per question: no column repeats it here)
     kng_rows = _rows(md, "KNG")
     assert len(kng_rows) == 5 + 1 + 5  # error table, slope table, coverage table
     cell = [c.strip() for c in kng_rows[0].strip("|").split("|")]
-    assert cell[:4] == ["KNG", "10^2", "1", "50/50"]
+    assert cell[:4] == ["KNG", "10^2", "1", "50/50"] and len(cell) == 7
     assert re.fullmatch(r"-?\d\.\d{3} ± 0\.\d{3}", cell[6])
-    assert re.fullmatch(r"\d\.\d{3} ± 0\.\d{3}", cell[7])
-    assert "| KNG | 10^6 | 1 | 0/50 | — | — | — | — |" in md
-    assert "ratio to NonPrivate ± SE" in md
+    assert "| KNG | 10^6 | 1 | 0/50 | — | — | — |" in md
+    ratio = md.split("## Private mechanisms: mean-error ratio to NonPrivate")[1].split("\n## ")[0]
+    assert re.search(r"^\| 10\^2 \| \d\.\d{3} ± 0\.\d{3} \|", ratio, re.M)
     # slopes per mechanism ± SE, with the non-private one near −1/2
     assert "## Log–log slopes" in md
     np_slope = [r for r in _rows(md, "NonPrivate") if "±" in r and "/50" not in r][0]
@@ -71,10 +72,14 @@ def test_report_on_partial_n_grid(n_grid_store, tmp_path):
     assert "χ²/dof" in md
     kng_slope = [r for r in kng_rows if "±" in r and "/50" not in r][0]
     assert "†" in kng_slope.split("|")[3] and "†" not in np_slope
-    # KNG and exponential mechanism ratio to the non-private at each n (ObjPert is not in it)
-    section = md.split("## KNG and exponential mechanism")[1].split("##")[0]
-    assert "KNG (kng)" in section and "ExpMech (exponential)" in section and "ObjPert" not in section
-    assert all(f"| 10^{k} |" in section for k in range(2, 7))
+    # every private mechanism's ratio to the non-private at each n, in ONE table: the problem's
+    # "KNG and exponential mechanism" comparison is named under it, its rows not repeated
+    assert "KNG (kng)" in ratio and "ExpMech (exponential)" in ratio and "ObjPert (objective)" in ratio
+    assert all(f"| 10^{k} |" in ratio for k in range(2, 7))
+    assert "## KNG and exponential mechanism" not in md
+    assert 'The problem\'s comparison "KNG and exponential mechanism" is the ExpMech, KNG columns of this table.' in md
+    # 50 replicates: no small-sample banner
+    assert "Small sample" not in md
     # a single-ε store gets no ε figures; coverage still tabulated
     assert "Coverage of the non-private 95% CI" in md
 
@@ -127,7 +132,7 @@ def test_report_titles_and_problems_without_standard_errors(tmp_path):
     raw.attrs.update(title="median_study", problem="quantile")
     write_store(raw, tmp_path / "q.zarr")
     md = write_report(tmp_path / "q.zarr", tmp_path / "out")
-    assert md.startswith("# kngflow report: median_study") and "- problem: quantile" in md
+    assert md.startswith("# kngflow report: median_study") and "- data: problem quantile" in md
     assert "- coverage_vs_epsilon.png: skipped, the quantile problem stores no non-private standard errors" in md
     assert "Coverage" not in md
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["error_vs_epsilon.png", "error_vs_n.png", "report.md"]
@@ -150,3 +155,30 @@ def test_cli_entry_point_is_importable_lazily():
 
     assert report.write_report is write_report
     assert callable(ka.write_report)
+
+
+@pytest.mark.parametrize("replicates", [3, 12])
+def test_few_replicates_get_a_banner_and_no_bias_flag(replicates, tmp_path):
+    """A mechanism biased by 0.5 on coef 0: flagged (‡) at 12 replicates; at 3 every numeric
+    section carries the small-sample banner and nothing is flagged (negative control: 12)."""
+    mechs = [SM("np", "nonprivate"), SM("shifted", "kng", lambda n, e: 0.05)]
+    raw = synthetic_dataset(mechs, n=[100, 1000], replicates=replicates, d=3, seed=5)
+    est = raw["estimate"].values.copy()
+    est[1, ..., 0] += 0.5
+    raw["estimate"] = (raw["estimate"].dims, est)
+    write_store(raw, tmp_path / "s.zarr")
+    md = write_report(tmp_path / "s.zarr", tmp_path / "out", claims=False)
+    bias = md.split("## Bias and RMSE per coefficient")[1].split("\n## ")[0]
+    shifted = bias.split("### shifted")[1]
+    row0 = [r for r in shifted.splitlines() if r.startswith("| 10^3 | 0 |")][0]
+    sections = [s.split("\n")[0] for s in md.split("\n## ")[1:] if "> **Small sample:**" in s]
+    if replicates == 3:
+        tables = "\n".join(r for r in bias.splitlines() if r.startswith("|"))
+        assert "‡" not in tables and float(row0.split("|")[5]) > 3  # |bias/MCSE| > 3, yet not flagged
+        assert "no bias is flagged (‡) on them" in bias
+        assert sections == ["Completeness", "Error per (mechanism, n, ε)", "Log–log slopes",
+                            "Private mechanisms: mean-error ratio to np", "Bias and RMSE per coefficient",
+                            "Coverage of the non-private 95% CI (Awan–Slavković Algorithm 4)"], sections
+        assert "as few as 3 finished replicates (fewer than 10)" in md
+    else:
+        assert "‡" in row0 and sections == [] and "Small sample" not in md

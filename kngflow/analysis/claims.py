@@ -410,7 +410,7 @@ class _Evaluator:
             ns, eps = self._cells(claim)
         except _NotInStore as exc:  # a reduced run of the study: the claim cannot be decided here
             return Verdict(id=claim.id, source=claim.source, statement=claim.statement, verdict="inconclusive",
-                           statistic=claim.statistic, summary=f"not decidable on this store: {exc}")
+                           statistic=claim.statistic, summary=f"not decidable: {exc}")
         f = claim.fields
         comps: list[dict[str, Any]] = []  # each: what, value, lo/hi bounds of claim, log-scale est + se
         if claim.type == "ordering":
@@ -540,7 +540,8 @@ def _summary(claim: Claim, numbers: list[dict[str, Any]], verdict: str) -> str:
         if not _finite_num(r["lo"]) and r.get("k", MIN_REPLICATES) < MIN_REPLICATES:  # no interval: say why
             k = r["k"]
             why = f"{k} replicate{'s' if k != 1 else ''}" + (" paired" if what == "ratio" else "")
-            part = f"{r['cell']}: {what} {_num(r['value'])}, no interval ({why}; needs ≥ {MIN_REPLICATES})"
+            shown_value = f"{what} {_num(r['value'])}, no interval" if _finite_num(r["value"]) else f"no {what}"
+            part = f"{r['cell']}: {shown_value} ({why}; needs ≥ {MIN_REPLICATES})"
         else:
             part = f"{r['cell']}: {what} {_num(r['value'])} [{_num(r['lo'])}, {_num(r['hi'])}]"
         if what == "ratio":

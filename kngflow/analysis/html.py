@@ -7,9 +7,12 @@ images, fenced code, ``code``, ``*emphasis*``, ``**strong**``) into HTML, with
 * every figure inline as a ``data:image/png;base64`` URI (read from the report's directory);
 * every table sortable by clicking a column header (a few lines of inline JavaScript, no
   library; numbers such as ``10^4``, ``1/16``, ``0.123 ± 0.004`` sort by value, ``—`` last);
-* extra sections: every diagnosand of every cell (sortable), the store's spec (the ``spec``
-  attribute), its provenance (``versions``, ``plugins`` and the other run attributes) and
-  its caveats.
+* a banner (``> `` lines of the Markdown) where a statistic rests on few replicates;
+* extra sections: the diagnosands of the cells the tables do not show (sortable), then the
+  provenance folded in a ``<details>``: the store's spec (the ``spec`` attribute), its history
+  and ``versions``, ``plugins`` and the other run attributes;
+* a print stylesheet: every table wraps to the page's width, so a PDF printed from the
+  browser keeps every column and every figure.
 
 Links are kept as text (the file holds no ``href``/``src`` to the network).
 """
@@ -27,17 +30,30 @@ __all__ = ["render_html", "markdown_to_html", "SORT_SCRIPT"]
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;margin:2em auto;
-max-width:1150px;padding:0 1em;color:#1b1b1b;line-height:1.45}
+max-width:1150px;padding:0 1em;color:#1b1b1b;line-height:1.45;overflow-wrap:break-word}
 h1{border-bottom:2px solid #444;padding-bottom:.2em}h2{border-bottom:1px solid #bbb;margin-top:1.8em}
-table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.86em}
-th,td{border:1px solid #ccc;padding:.25em .55em;text-align:left;white-space:nowrap}
+table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.86em;max-width:100%}
+th,td{border:1px solid #ccc;padding:.25em .55em;text-align:left;vertical-align:top}
+td.long{min-width:11em}td.words{min-width:6em}.anywhere td{overflow-wrap:anywhere}
 th{background:#eef1f5;cursor:pointer;user-select:none;position:sticky;top:0}
 th[aria-sort=ascending]::after{content:" \\25B2"}th[aria-sort=descending]::after{content:" \\25BC"}
-tbody tr:nth-child(even){background:#f8f9fb}.scroll{overflow-x:auto;max-height:80vh}
+tbody tr:nth-child(even){background:#f8f9fb}.scroll{overflow-x:auto}
 img{max-width:100%;height:auto;border:1px solid #ddd}figure{margin:1em 0}
 figcaption{font-style:italic;font-size:.9em;color:#333}
-pre{background:#f4f4f4;padding:.8em;overflow-x:auto;font-size:.85em}code{background:#f4f4f4;padding:0 .2em}
-.mark{color:#a00;font-weight:bold}.agrees{color:#1a7f37}.disagrees{color:#b00}.inconclusive{color:#8a6d00}details{margin:.8em 0}summary{cursor:pointer;font-weight:600}
+pre{background:#f4f4f4;padding:.8em;overflow-x:auto;font-size:.85em;white-space:pre-wrap}
+code{background:#f4f4f4;padding:0 .2em;overflow-wrap:anywhere}
+.banner{border-left:4px solid #c98a00;background:#fff7e0;padding:.4em .8em;margin:.6em 0}
+.mark{color:#a00;font-weight:bold}.agrees{color:#1a7f37}.disagrees{color:#b00}.inconclusive{color:#8a6d00}
+details{margin:.8em 0}summary{cursor:pointer;font-weight:600}
+@media (max-width:900px){body{padding:0 .5em}table{font-size:.78em}th,td{padding:.2em .3em}}
+@page{size:A4;margin:12mm}
+@media print{
+body{max-width:none;margin:0;padding:0;font-size:10pt;line-height:1.3}
+table{font-size:7.5pt;width:100%}th,td{padding:.15em .3em}
+th{position:static;cursor:auto}th[aria-sort]::after{content:none}
+.scroll{overflow:visible}tr,figure,img,.banner{break-inside:avoid}h1,h2,h3{break-after:avoid}
+img{max-height:120mm;width:auto;border:none}pre{font-size:7pt}
+}
 """
 
 #: The inline sorting script: click a header to sort (again to reverse).
@@ -120,13 +136,24 @@ def _cells(line: str) -> list[str]:
     return [c.strip() for c in line.split("|")]
 
 
-def table_html(header: list[str], rows: list[list[str]], *, table_id: str | None = None, raw: bool = False) -> str:
-    """A sortable ``<table>``; cells are Markdown-inline text (or plain text when ``raw``)."""
+def _td(text: str, cell: str) -> str:
+    """A cell; text of many words gets a floor width so that it wraps into a readable column."""
+    size = len(str(text))
+    cls = ' class="long"' if size > 80 else (' class="words"' if size > 30 and " " in str(text) else "")
+    return f"<td{cls}>{cell}</td>"
+
+
+def table_html(header: list[str], rows: list[list[str]], *, table_id: str | None = None, raw: bool = False,
+               anywhere: bool = False) -> str:
+    """A sortable ``<table>``; cells are Markdown-inline text (or plain text when ``raw``).  Cells
+    wrap, so the table fits the page (on screen and in print); ``anywhere``: long words may
+    break anywhere too (hashes, JSON values)."""
     fmt = (lambda c: html.escape(str(c), quote=False)) if raw else _inline
     ident = f' id="{html.escape(table_id)}"' if table_id else ""
+    cls = "sortable anywhere" if anywhere else "sortable"
     head = "".join(f"<th>{fmt(h)}</th>" for h in header)
-    body = "\n".join("<tr>" + "".join(f"<td>{fmt(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f'<div class="scroll"><table class="sortable"{ident}>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table></div>'
+    body = "\n".join("<tr>" + "".join(_td(c, fmt(c)) for c in r) + "</tr>" for r in rows)
+    return f'<div class="scroll"><table class="{cls}"{ident}>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table></div>'
 
 
 def _image(alt: str, src: str, base: Path | None, caption: str | None) -> str:
@@ -157,6 +184,13 @@ def markdown_to_html(md: str, image_dir: str | Path | None = None) -> str:
                 j += 1
             out.append("<pre>" + html.escape("\n".join(lines[i + 1 : j])) + "</pre>")
             i = j + 1
+            continue
+        if line.startswith(">"):  # a block quote: the report's banners
+            quote = []
+            while i < len(lines) and lines[i].startswith(">"):
+                quote.append(lines[i][1:].strip())
+                i += 1
+            out.append(f'<div class="banner" role="note">{_inline(" ".join(quote))}</div>')
             continue
         m = _HEADING.match(line)
         if m:
@@ -200,7 +234,7 @@ def markdown_to_html(md: str, image_dir: str | Path | None = None) -> str:
             continue
         para = []
         while i < len(lines) and lines[i].strip() and not (
-            _HEADING.match(lines[i]) or _LIST.match(lines[i]) or lines[i].lstrip().startswith(("|", "```", "!["))
+            _HEADING.match(lines[i]) or _LIST.match(lines[i]) or lines[i].lstrip().startswith(("|", "```", "![", ">"))
         ):
             para.append(lines[i].strip())
             i += 1
@@ -257,23 +291,27 @@ def render_html(
     title: str = "kngflow report",
     extra_sections: list[tuple[str, str]] = (),
 ) -> str:
-    """The whole HTML document: the report's Markdown, then ``extra_sections`` (``(heading,
-    html)``), the caveats, the spec and the provenance; CSS and the sorting script inline."""
+    """The whole HTML document: the report's Markdown (its header, caveats and tables), then
+    ``extra_sections`` (``(heading, html)``), then the provenance folded in a ``<details>``: the
+    spec, its history, its hash and the package versions; CSS (screen and print) and the sorting
+    script inline."""
     body = [markdown_to_html(md, image_dir)]
     for heading, block in extra_sections:
         body.append(f"<h2>{html.escape(heading)}</h2>\n{block}")
-    caveats = attrs.get("caveats")
-    body.append("<h2 id=\"caveats\">Caveats</h2>")
-    body.append(f"<p>{html.escape(str(caveats), quote=False)}</p>" if caveats else "<p>The store records no caveats.</p>")
-    spec = attrs.get("spec")
-    body.append("<h2 id=\"spec\">Spec</h2>")
-    body.append(f"<pre>{html.escape(str(spec), quote=False)}</pre>" if spec else "<p>The store records no spec.</p>")
-    history = attrs.get("spec_history")
-    if history:
-        body.append(f"<details><summary>spec history</summary><pre>{html.escape(str(history), quote=False)}</pre></details>")
     body.append("<h2 id=\"provenance\">Provenance</h2>")
-    rows = _provenance_rows(attrs)
-    body.append(table_html(["attribute", "value"], rows, raw=True) if rows else "<p>The store records no provenance.</p>")
+    spec, history, rows = attrs.get("spec"), attrs.get("spec_history"), _provenance_rows(attrs)
+    if not (spec or rows):
+        body.append("<p>The store records no spec and no provenance.</p>")
+    else:
+        inner = []
+        if spec:
+            inner.append(f"<h3 id=\"spec\">Spec</h3>\n<pre>{html.escape(str(spec), quote=False)}</pre>")
+        if history and str(history) not in ("[]", ""):
+            inner.append(f"<h3>Spec history</h3>\n<pre>{html.escape(str(history), quote=False)}</pre>")
+        if rows:
+            inner.append(table_html(["attribute", "value"], rows, raw=True, anywhere=True))
+        body.append("<details><summary>the spec, its hash, the seed and the package versions</summary>\n"
+                    + "\n".join(inner) + "\n</details>")
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"

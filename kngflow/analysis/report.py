@@ -14,8 +14,10 @@ what the store and its plug-ins declare (:mod:`kngflow.analysis.declared`).
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from . import summaries as _s
 from .diagnosands import diagnose
 from .figures import figure_coverage_vs_epsilon, figure_error_vs_epsilon, figure_error_vs_n, figure_facets, study_name
 
-__all__ = ["write_report", "report_markdown", "open_store", "ratio_section", "diagnosand_section", "diagnosand_table",
+__all__ = ["write_report", "make_report", "report_markdown", "open_store", "ratio_section", "diagnosand_section", "diagnosand_table",
            "claims_section", "resolve_claims", "REQUIRED_VARIABLES", "missing_variable"]
 
 _NA = "—"
@@ -96,6 +98,74 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 def _eps_tag(eps: float) -> str:
     return f"{float(eps):g}".replace(".", "p").replace("-", "m")
+
+
+#: Fewer finished replicates than this behind a statistic: the report says so where it is shown
+#: and flags no bias there (a Monte Carlo SE from a handful of replicates is itself noise).
+SMALL_SAMPLE = 10
+
+
+def small_sample_banner(k_min: int, what: str = "these numbers", more: str = "") -> list[str]:
+    """Markdown lines of the small-sample banner (a ``>`` block), or ``[]`` when ``k_min`` is
+    0 (nothing finished) or at least :data:`SMALL_SAMPLE`."""
+    if not 0 < int(k_min) < SMALL_SAMPLE:
+        return []
+    return [f"> **Small sample:** {what} rest on as few as {int(k_min)} finished replicate"
+            f"{'s' if int(k_min) != 1 else ''} (fewer than {SMALL_SAMPLE}): their Monte Carlo SEs are rough"
+            + (f"; {more}" if more else "") + ".", ""]
+
+
+def _k_min(counts) -> int:
+    """The smallest positive count (0 when every count is 0)."""
+    c = np.asarray(counts, dtype=float).ravel()
+    c = c[np.isfinite(c) & (c > 0)]
+    return int(c.min()) if c.size else 0
+
+
+def caveat_items(text: str) -> list[str]:
+    """The store's ``caveats`` attribute as sentences: its parts are joined by ``"; "`` after
+    a problem's own caveat that may end in a full stop (``"only.; releases"``)."""
+    items = []
+    for part in re.split(r"(?<=\.);\s+", str(text or "").strip()):
+        part = part.strip()
+        if part:
+            items.append(part[0].upper() + part[1:] + ("" if part.endswith(".") else "."))
+    return items
+
+
+def run_date(store_path: str | os.PathLike | None) -> str | None:
+    """When the run last wrote results into the store (UTC, to the minute): the newest file of
+    its ``done`` array; None when the store is not a local directory with one."""
+    if store_path is None:
+        return None
+    newest = 0.0
+    for root, _dirs, files in os.walk(Path(store_path) / "done"):
+        for f in files:
+            try:
+                newest = max(newest, os.stat(os.path.join(root, f)).st_mtime)
+            except OSError:
+                continue
+    if not newest:
+        return None
+    return datetime.datetime.fromtimestamp(newest, datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _data_line(ds: xr.Dataset) -> str:
+    """The study's data in words: the problem and the options of the spec's ``[problem]`` table."""
+    name = _declared.problem_name(ds) or "unknown"
+    table = _declared._spec(ds).get("problem")
+    options = {k: v for k, v in table.items() if k != "name"} if isinstance(table, dict) else {}
+    shown = ", ".join(f"{k} = {v}" for k, v in options.items())
+    return (f"problem {name}" + (f" ({shown})" if shown else "")
+            + "; one data set per (n, replicate), shared by every mechanism and ε")
+
+
+def grid_words(ds: xr.Dataset, n_vals, eps_vals, R: int, n_mech: int) -> str:
+    """The grid in words: ``n = 10^2, 10^3; ε = 1; 3 replicates of each of 4 mechanisms: 24 cells``."""
+    cells = n_mech * len(n_vals) * len(eps_vals) * R
+    return (f"n = {', '.join(_s.format_n(n) for n in n_vals)}; ε = {', '.join(_s.format_epsilon(e) for e in eps_vals)}; "
+            f"{R} replicate{'s' if R != 1 else ''} of each of {n_mech} mechanism{'s' if n_mech != 1 else ''}: "
+            f"{cells} cells")
 
 
 # --------------------------------------------------------------------------
@@ -194,6 +264,8 @@ def ratio_section(
     md = [f"## {title}: mean-error ratio to {ref}", ""]
     md.append("Paired over replicates finished for both; ratio → 1 means no asymptotic cost of privacy.")
     md.append("")
+    if "n_done" in summary:
+        md += small_sample_banner(_k_min(summary["n_done"].sel(mechanism=focus).values))
     header = ["n"] + (["ε"] if several_eps else []) + [
         f"{_mechanism_cell(m, deltas, mixed)} ({kinds.get(m, m)})" for m in focus
     ]
@@ -230,6 +302,23 @@ def _shown_epsilons(eps_vals: np.ndarray) -> list[float]:
     return [eps[0], eps[len(eps) // 2], eps[-1]]
 
 
+def _diagnosand_cells(ds: xr.Dataset, diag: xr.Dataset) -> dict[str, list[tuple[float, str, Any]]]:
+    """The cells :func:`diagnosand_section` shows: ``{mechanism: [(ε, ε text, n)]}``."""
+    nonprivate = set(_s.nonprivate_labels(ds))
+    eps_vals = diag["epsilon"].values
+    shown = _shown_epsilons(eps_vals)
+    cells: dict[str, list[tuple[float, str, Any]]] = {}
+    for m in [str(x) for x in diag["mechanism"].values]:
+        eps_rows = ([(shown[0], "any")] if m in nonprivate and eps_vals.size > 1
+                    else [(e, _s.format_epsilon(e)) for e in shown])
+        cells[m] = []
+        for e, e_text in eps_rows:
+            have = diag["n_valid"].sel(mechanism=m, epsilon=e).max("coef").values > 0
+            if have.any():
+                cells[m].append((e, e_text, diag["n"].values[np.flatnonzero(have)[-1]]))
+    return cells
+
+
 def diagnosand_section(ds: xr.Dataset, diag: xr.Dataset) -> str | None:
     """A Markdown section: per-coefficient bias, SD and RMSE (± Monte Carlo SE) of each mechanism.
 
@@ -262,22 +351,19 @@ def diagnosand_section(ds: xr.Dataset, diag: xr.Dataset) -> str | None:
         + "."
     )
     md.append("")
-    for m in [str(x) for x in diag["mechanism"].values]:
+    k_shown = []
+    for m, cells in _diagnosand_cells(ds, diag).items():
         tag = "" if m in nonprivate else ", " + _s.privacy_tag(deltas.get(m, 0.0))
         rows = []
-        eps_rows = [(shown[0], "any")] if m in nonprivate and several_eps else [(e, _s.format_epsilon(e)) for e in shown]
-        for e, e_text in eps_rows:
-            cell = diag.sel(mechanism=m, epsilon=e)
-            have = cell["n_valid"].max("coef").values > 0
-            if not have.any():
-                continue
-            n = diag["n"].values[np.flatnonzero(have)[-1]]
-            c = cell.sel(n=n)
+        for e, e_text, n in cells:
+            c = diag.sel(mechanism=m, epsilon=e, n=n)
             for j, coef in enumerate(diag["coef"].values):
                 cj = c.isel(coef=j)
+                k = int(cj["n_valid"].values)
+                k_shown.append(k)
                 b, b_se = cj["bias"].values, cj["bias_se"].values
                 zscore = float(b) / float(b_se) if _finite(b) and _finite(b_se) and float(b_se) > 0 else math.nan
-                flag = " ‡" if _finite(zscore) and abs(zscore) > BIAS_FLAG_Z else ""
+                flag = " ‡" if _finite(zscore) and abs(zscore) > BIAS_FLAG_Z and k >= SMALL_SAMPLE else ""
                 rows.append(
                     ([e_text] if several_eps else [])
                     + [_s.format_n(n), str(int(coef)), _g(theta[j], 3) if theta is not None else _NA,
@@ -291,11 +377,17 @@ def diagnosand_section(ds: xr.Dataset, diag: xr.Dataset) -> str | None:
         header = (["ε"] if several_eps else []) + ["n", "coef", "θ*", "bias ± MCSE", "bias/MCSE", "SD ± MCSE",
                                                    "RMSE ± MCSE"]
         md += [_table(header, rows), ""]
+    banner = small_sample_banner(_k_min(k_shown), more="no bias is flagged (‡) on them")
+    if banner:  # under the section's paragraph, above the first table
+        at = md.index("", 2) + 1
+        md[at:at] = banner
     return "\n".join(md).rstrip("\n")
 
 
-def diagnosand_table(ds: xr.Dataset, diag: xr.Dataset, max_rows: int = 20_000) -> tuple[list[str], list[list[str]]]:
-    """Every (mechanism, n, ε, coef) cell with finished replicates: header and rows (text)."""
+def diagnosand_table(ds: xr.Dataset, diag: xr.Dataset, max_rows: int = 20_000,
+                     skip: set | frozenset = frozenset()) -> tuple[list[str], list[list[str]]]:
+    """Every (mechanism, n, ε, coef) cell with finished replicates, but those of the
+    (mechanism, n, ε) in ``skip``: header and rows (text)."""
     deltas = _s.mechanism_deltas(ds)
     mixed = any(deltas.values()) and not all(deltas.values())
     cover = "coverage" in diag
@@ -309,6 +401,8 @@ def diagnosand_table(ds: xr.Dataset, diag: xr.Dataset, max_rows: int = 20_000) -
     for a, m in enumerate(flat["mechanism"].values):
         for b, n in enumerate(flat["n"].values):
             for c, e in enumerate(flat["epsilon"].values):
+                if (str(m), int(n), float(e)) in skip:
+                    continue
                 for d, coef in enumerate(flat["coef"].values):
                     k = int(arrays["n_valid"][a, b, c, d])
                     if k == 0:
@@ -357,18 +451,20 @@ def report_markdown(
     study = study_name(ds)
 
     md: list[str] = [f"# kngflow report{': ' + study if study else ''}", ""]
+    description = str(_declared._spec(ds).get("description") or "").strip()
+    if description:
+        md += [description, ""]
     meta = []
-    if store_path is not None:
-        meta.append(f"- store: `{store_path}`")
-    if problem:
-        meta.append(f"- problem: {problem}")
-    for key in ("spec_hash", "kngflow_version"):
-        if key in ds.attrs:
-            meta.append(f"- {key}: `{ds.attrs[key]}`")
-    meta.append(
-        f"- grid: {len(mechs)} mechanisms × {n_vals.size} n ({', '.join(_s.format_n(n) for n in n_vals)}) × "
-        f"{eps_vals.size} ε ({', '.join(_s.format_epsilon(e) for e in eps_vals)}) × {R} replicates"
-    )
+    when = run_date(store_path)
+    if when or store_path is not None:
+        meta.append("- run: " + ", ".join(x for x in (
+            f"results last written {when}" if when else "",
+            f"store `{store_path}`" if store_path is not None else "") if x))
+    if ds.attrs.get("kngflow_version"):
+        meta.append(f"- kngflow {ds.attrs['kngflow_version']}")
+    meta.append(f"- data: {_data_line(ds)}")
+    meta.append(f"- grid: {grid_words(ds, n_vals, eps_vals, R, len(mechs))}")
+
     def _tag(m: str) -> str:
         return "" if m in nonprivate else ", " + _s.privacy_tag(deltas.get(m, 0.0))
 
@@ -379,15 +475,20 @@ def report_markdown(
             "(ε, δ); at equal ε they promise less, so do not compare them as equals"
         )
     meta.append(f"- non-private reference: {ref if ref is not None else 'none (no mechanism declares private = False)'}")
-    if ds.attrs.get("caveats"):
-        meta.append(f"- caveats: {ds.attrs['caveats']}")
+    meta.append("- provenance: the spec, its hash, the seed and the package versions are in the store's attributes "
+                "(and folded at the end of report.html)")
     md += meta + ["", "## Completeness", "", _s.describe_completeness(ds, info).rstrip(".") + ".", ""]
+    md += small_sample_banner(_k_min(info["per_group"].values), "some cells",
+                              f"claims need at least {SMALL_SAMPLE} and no bias is flagged below")
     md.append(
         "Only finished cells (`done == 1`) enter the numbers below; groups without finished "
         "replicates show —. Monte Carlo standard errors (± 1 SE) are over replicates; the SE of "
         "log10(mean error) is the delta-method SE sd/(√k·mean·ln 10), the paper's \"log-scale\" SE."
     )
     md.append("")
+    caveats = caveat_items(ds.attrs.get("caveats", ""))
+    if caveats:
+        md += ["## Caveats", ""] + [f"- {c}" for c in caveats] + [""]
     if verdicts:
         md += [claims_section(verdicts, claims_path), ""]
 
@@ -411,9 +512,8 @@ def report_markdown(
 
     # -- per-cell table ------------------------------------------------------
     md += ["## Error per (mechanism, n, ε)", ""]
+    md += small_sample_banner(_k_min(summ["n_done"].values))
     header = ["mechanism", "n", "ε", "finished", "mean error", "median error ± SE", "log10 mean error ± MC SE"]
-    if ref is not None:
-        header.append(f"ratio to {ref} ± SE")
     rows = []
     for m in mechs:
         for n in n_vals:
@@ -428,8 +528,6 @@ def report_markdown(
                     _g(c["median_error"]) + (f" ± {_g(c['median_error_se'], 2)}" if _finite(c["median_error_se"]) else ""),
                     _pm(c["log10_mean_error"], c["log10_mean_error_se"]),
                 ]
-                if ref is not None:
-                    row.append(_pm(c["ratio_to_reference"], c["ratio_to_reference_se"]))
                 rows.append(row)
     md += [_table(header, rows), ""]
 
@@ -448,6 +546,7 @@ def report_markdown(
             "√(χ²/dof) and the slope is only an average over a curved range."
         )
         md.append("")
+        md += small_sample_banner(_k_min(summ["n_done"].values), "the points of these fits")
 
         def _fit_cells(f: xr.Dataset) -> list[str]:
             mark = " †" if bool(f["curved"]) else ""
@@ -466,13 +565,22 @@ def report_markdown(
         md += [_table(header, rows), ""]
 
     # -- every private mechanism vs the non-private reference ---------------------
-    block = ratio_section(ds, [m for m in mechs if m not in nonprivate], summary=summ)
-    if block is not None:
-        md += [block, ""]
+    # one table per question: a problem's comparison whose mechanisms are columns of this table
+    # is named under it, not repeated
+    private = [m for m in mechs if m not in nonprivate]
+    block = ratio_section(ds, private, summary=summ)
+    blocks = [] if block is None else [block]
     for title, group in _declared.problem_comparisons(ds).items():
-        block = ratio_section(ds, [m for m in mechs if kinds.get(m) in group], title=title, summary=summ)
-        if block is not None:
-            md += [block, ""]
+        members = [m for m in mechs if kinds.get(m) in group and m not in nonprivate]
+        if block is not None and members and set(members) <= set(private):
+            blocks[0] += (f"\n\nThe problem's comparison \"{title}\" is the {', '.join(members)} "
+                          f"column{'s' if len(members) > 1 else ''} of this table.")
+            continue
+        extra = ratio_section(ds, members, title=title, summary=summ)
+        if extra is not None:
+            blocks.append(extra)
+    for b in blocks:
+        md += [b, ""]
 
     # -- diagnosands: bias, SD, RMSE per coefficient ---------------------------------
     if diagnosands is None and _diagnosable(ds) is None:
@@ -505,6 +613,7 @@ def report_markdown(
             "slopes inside (Algorithm 4's C_DP). Brackets: 95% Wilson intervals (conservative for the average)."
         )
         md.append("")
+        md += small_sample_banner(_k_min(both["k"].sel(mechanism=[m for m in mechs if m != ref]).values))
         header = ["mechanism", "n", "ε", "replicates", "all slopes [95% CI]", "average over slopes [95% CI]"]
         rows = []
         for m in mechs:
@@ -597,6 +706,13 @@ def write_report(store_path: str | os.PathLike, out_dir: str | os.PathLike, *, h
     str
         The Markdown text written to ``out_dir/report.md``.
     """
+    return make_report(store_path, out_dir, html=html, claims=claims)[0]
+
+
+def make_report(store_path: str | os.PathLike, out_dir: str | os.PathLike, *, html: bool = False,
+                claims: str | os.PathLike | bool | None = None) -> tuple[str, list[Path], list | None]:
+    """:func:`write_report`, returning ``(markdown, files written, verdicts)``: the files in the
+    order written (figures, ``report.md``, ``report.html``), the evaluated claims or None."""
     ds = open_store(store_path)
     verdicts, claims_path = resolve_claims(ds, store_path, claims)  # bad claims: nothing written
     out = Path(out_dir)
@@ -608,9 +724,11 @@ def write_report(store_path: str | os.PathLike, out_dir: str | os.PathLike, *, h
     md = report_markdown(ds, summary=summ, info=info, figures=figures, notes=notes, store_path=os.fspath(store_path),
                          diagnosands=diag, verdicts=verdicts, claims_path=claims_path)
     (out / "report.md").write_text(md, encoding="utf-8")
+    written = [out / f for f, _caption in figures] + [out / "report.md"]
     if html:
         (out / "report.html").write_text(report_html(ds, md, out, diag), encoding="utf-8")
-    return md
+        written.append(out / "report.html")
+    return md, written, verdicts
 
 
 def report_html(ds: xr.Dataset, md: str, out_dir: str | os.PathLike, diag: xr.Dataset | None = None) -> str:
@@ -619,13 +737,16 @@ def report_html(ds: xr.Dataset, md: str, out_dir: str | os.PathLike, diag: xr.Da
 
     extra = []
     if diag is not None and int(diag["n_valid"].sum()) > 0:
-        header, rows = diagnosand_table(ds, diag)
-        extra.append((
-            "All diagnosands",
-            "<p>Every (mechanism, n, ε, coefficient) cell with finished replicates; k: replicates used; "
-            "click a column header to sort.</p>\n<details><summary>"
-            f"{len(rows)} rows</summary>\n" + table_html(header, rows, table_id="all-diagnosands") + "</details>",
-        ))
+        shown = {(m, int(n), float(e)) for m, cells in _diagnosand_cells(ds, diag).items() for e, _t, n in cells}
+        header, rows = diagnosand_table(ds, diag, skip=shown)
+        if rows:
+            extra.append((
+                "Diagnosands of the other cells",
+                "<p>Bias, SD, RMSE and MAE of every (mechanism, n, ε, coefficient) cell with finished replicates "
+                "that the per-coefficient tables above do not show; k: replicates used; click a column header to "
+                "sort.</p>\n<details><summary>"
+                f"{len(rows)} rows</summary>\n" + table_html(header, rows, table_id="all-diagnosands") + "</details>",
+            ))
     study = study_name(ds)
     return render_html(md, image_dir=out_dir, attrs=dict(ds.attrs),
                        title="kngflow report" + (f": {study}" if study else ""), extra_sections=extra)
