@@ -131,9 +131,14 @@ def base_measure(B, base_scale):
 
 
 @jit
-def propose_coordinate(rng, theta, j, sj, cj, l1, B, gauss, inv2s2):
+def propose_coordinate(rng, theta, j, sj, cj, l1, B, gauss, inv2s2, lattice=0.0):
     """Propose ``theta_j + sj Z`` (one standard normal drawn), written into ``theta[j]`` when
     it lies in the support; :func:`settle` keeps or undoes it.
+
+    With ``lattice > 0`` (a power of two) the step is rounded to a multiple of it, so a
+    chain started on the lattice stays on it and its positions are exact sums (no
+    rounding while ``|theta_j| < 2^52 lattice``): the proposal is still symmetric, and the
+    chain targets the restriction of the density to the lattice.
 
     Base measure centred at ``cj`` (coordinate ``j`` of the centre): Gaussian (``gauss``;
     ``inv2s2 = 1 / (2 base_scale^2)``) or uniform on the ℓ1 ball
@@ -144,6 +149,8 @@ def propose_coordinate(rng, theta, j, sj, cj, l1, B, gauss, inv2s2):
     """
     tj = theta[j]
     delta = sj * rng.standard_normal()
+    if lattice > 0.0:
+        delta = math.floor(delta / lattice + 0.5) * lattice
     tn = tj + delta
     if gauss:
         dbase = ((tn - cj) ** 2 - (tj - cj) ** 2) * inv2s2

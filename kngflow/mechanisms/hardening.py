@@ -46,7 +46,21 @@ mechanism's rounding bound, derived in its ``hardening`` docstring; the rounding
   ``Theta``), ``P(Y != Ŷ) <= 2 k η / Λ`` exactly, because ``V`` puts ``X + V`` uniformly
   in its cell whatever ``X`` is.  Then
   ``P(Y ∈ S | D) <= e^ε P(Y ∈ S | D') + δ + (1 + e^ε) m 2kη/Λ``: (ε, δ′)-DP with
-  ``δ′ = δ + (1 + e^ε) m 2kη/Λ``.  The grid is ``Λ = 2^(floor(log2 B) - 12)``.
+  ``δ′ = δ + (1 + e^ε) m 2kη/Λ``.  The grid is ``Λ = 2^(floor(log2 B) - 12)``, or, where
+  the mechanism declares a public lower bound ``s`` on the standard deviation of each
+  coordinate of its release (its *spread*, from ``n``, ε, Δ and the bound), the finer
+  ``Λ = 2^(floor(log2 s) - 4)`` (:func:`spread_grid`): the rounding then adds at most
+  ``Λ²/4 <= s²/1024``, a thousandth, to each coordinate's variance at every ``n``, where
+  a grid tied to the bound alone would dominate the privacy noise at large ``n``.
+
+Extra precision.  :func:`snap` takes the release as an unevaluated sum ``x + lo`` of two
+doubles (``lo = 0`` for a plain release) and finds its cell without rounding ``x + V``:
+``s + e = x + V`` exactly (:func:`~kngflow.kernels.dd.two_sum`), the cell index of ``s`` and
+the offset ``s - kΛ`` are exact, and only the sum of the offset with ``e + lo`` is
+rounded, by at most ``u Λ + 2u²|x|``.  A mechanism that carries its release in
+double-double (a certified linear solve, :mod:`kngflow.kernels.dd`) snaps it itself
+(``site = "sampler"``), so that ``η`` is the certified error of the solve, near ``u² |x|``,
+instead of ``u |x|``.
 
 What it does not cover.  The analysis models the random number generator's draws as
 exact draws rounded to 53 bits and, for samplers, the sampler's decisions (accept/reject,
@@ -64,7 +78,7 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = ["Hardening", "HardeningError", "UNIT_ROUNDOFF", "coupling_hardening", "lipschitz_hardening", "snap",
-           "guarantee", "knorm_lipschitz"]
+           "spread_grid", "guarantee", "knorm_lipschitz"]
 
 #: u = 2^-53, the unit roundoff of float64 (round to nearest)
 UNIT_ROUNDOFF = 2.0**-53
@@ -72,6 +86,8 @@ UNIT_ROUNDOFF = 2.0**-53
 LIPSCHITZ_BITS = 10
 #: the grid is at most 2^-BOUND_BITS of the bound B (the coupling route's grid)
 BOUND_BITS = 12
+#: the grid is at most 2^-SPREAD_BITS of a declared public spread (variance added <= 1/1024)
+SPREAD_BITS = 4
 
 
 class HardeningError(ValueError):
@@ -85,8 +101,12 @@ class Hardening(NamedTuple):
     of Λ); ``eta``: η, the bound on the rounding of each snapped coordinate;
     ``lipschitz``: L of the exact law's density in the ∞-norm (None: coupling route);
     ``size``: coordinates per snapped statistic; ``snaps``: snapped statistics per release;
-    ``site``: ``"estimate"`` (snapped by the contract after ``release``) or
-    ``"statistic"`` (the mechanism snaps its noisy statistic itself with :func:`snap`).
+    ``site``: ``"estimate"`` (snapped by the contract after ``release``),
+    ``"statistic"`` (the mechanism snaps its noisy statistic itself with :func:`snap`) or
+    ``"sampler"`` (the mechanism snaps its estimate itself, from a double-double value);
+    ``tv``: a public bound on the total-variation distance between the law the computed
+    release is drawn from (before rounding) and the exact law, certified at every release
+    (a factorisation's backward error); it adds ``(1 + e^ε) tv`` to δ′.
     """
 
     grid: float
@@ -96,11 +116,13 @@ class Hardening(NamedTuple):
     size: int
     snaps: int = 1
     site: str = "estimate"
+    tv: float = 0.0
 
     def describe(self, epsilon: float, delta: float = 0.0) -> str:
         """One line: the grid, the bound and the guarantee at ``epsilon``."""
         eps2, delta2 = guarantee(self, epsilon, delta)
-        what = "estimate" if self.site == "estimate" else f"noisy statistic ({self.snaps} per release)"
+        what = {"estimate": "estimate", "sampler": "estimate (from its double-double value)"}.get(
+            self.site, f"noisy statistic ({self.snaps} per release)")
         return (f"hardened: {what} snapped to the grid 2^{int(math.log2(self.grid))} with a uniform dither, clamped "
                 f"to ±{self.bound:g}, rounding bound η = {self.eta:.2g}: ({_num(eps2, epsilon)}, {_num(delta2, delta)})"
                 f"-DP at declared (ε, δ) = ({epsilon:g}, {delta:g})")
@@ -126,9 +148,22 @@ def bound_grid(bound: float) -> tuple[float, float]:
     return grid, math.ceil(bound / grid) * grid
 
 
-def coupling_hardening(bound: float, eta: float, size: int, snaps: int = 1, site: str = "estimate") -> Hardening:
-    """The coupling route's :class:`Hardening` on ``[-bound, bound]^size`` (module docstring)."""
-    grid, bound = bound_grid(bound)
+def spread_grid(spread: float, bound: float) -> tuple[float, float]:
+    """``(Λ, B)`` for a release whose coordinates have standard deviation at least ``spread``
+    (public): ``Λ = 2^(floor(log2 spread) - 4)``, at most the bound's grid (:func:`bound_grid`),
+    and ``B`` the bound rounded up to it."""
+    coarse, _ = bound_grid(bound)
+    if not (math.isfinite(spread) and spread > 0):
+        raise HardeningError(f"hardened: the declared spread must be finite and > 0, got {spread!r}")
+    grid = min(math.ldexp(_floor_pow2(spread), -SPREAD_BITS), coarse)
+    return grid, math.ceil(bound / grid) * grid
+
+
+def coupling_hardening(bound: float, eta: float, size: int, snaps: int = 1, site: str = "estimate",
+                       spread: float | None = None) -> Hardening:
+    """The coupling route's :class:`Hardening` on ``[-bound, bound]^size`` (module docstring);
+    with a public ``spread`` the grid follows it (:func:`spread_grid`)."""
+    grid, bound = bound_grid(bound) if spread is None else spread_grid(spread, bound)
     return Hardening(grid=grid, bound=bound, eta=float(eta), lipschitz=None, size=int(size), snaps=int(snaps),
                      site=site)
 
@@ -166,15 +201,25 @@ def knorm_lipschitz(norm: str, k: int, scale: float) -> float:
     return width / scale
 
 
-def snap(x, h: Hardening, rng: np.random.Generator) -> np.ndarray:
-    """``clip(Λ floor((clip(x, ±2B) + V) / Λ), ±B)`` with ``V = Λ U``, ``U`` uniform on [0, 1)^size.
+def snap(x, h: Hardening, rng: np.random.Generator, lo=None) -> np.ndarray:
+    """``clip(Λ floor((clip(x + lo, ±2B) + V) / Λ), ±B)`` with ``V = Λ U``, ``U`` uniform on [0, 1)^size.
 
-    Draws ``x.size`` uniforms from ``rng`` (after the mechanism's own draws).  Every
-    operation after the sum ``x + V`` is exact, so the result is an exact multiple of ``Λ``.
+    Draws ``x.size`` uniforms from ``rng`` (after the mechanism's own draws).  ``lo`` (default
+    0) is the low part of a double-double release ``x + lo``.  The cell is found without
+    rounding ``x + V`` (module docstring, "Extra precision"): with ``lo = 0`` the result is
+    that of ``floor((x + V) / Λ)`` in exact arithmetic up to a rounding of at most ``u Λ``.
+    The result is an exact multiple of ``Λ``.
     """
     x = np.asarray(x, dtype=np.float64)
     v = h.grid * rng.random(x.shape)
-    y = np.floor((np.clip(x, -2.0 * h.bound, 2.0 * h.bound) + v) / h.grid) * h.grid
+    clipped = np.clip(x, -2.0 * h.bound, 2.0 * h.bound)
+    low = np.zeros_like(x) if lo is None else np.where(clipped == x, np.asarray(lo, dtype=np.float64), 0.0)
+    s = clipped + v  # two_sum: s + e = clipped + v exactly
+    bb = s - clipped
+    e = (clipped - (s - bb)) + (v - bb)
+    k = np.floor(s / h.grid)
+    offset = (s - k * h.grid) + (e + low)  # s - k Λ is exact; one rounding of the small remainder
+    y = (k + np.floor(offset / h.grid)) * h.grid
     return np.clip(y, -h.bound, h.bound)
 
 
@@ -182,7 +227,7 @@ def guarantee(h: Hardening, epsilon: float, delta: float = 0.0) -> tuple[float, 
     """``(ε′, δ′)`` of the hardened release (module docstring), for an exact release that is (ε, δ)-DP."""
     ratio = 2.0 * h.eta / h.grid
     if h.lipschitz is None:
-        return float(epsilon), float(delta + (1.0 + math.exp(epsilon)) * h.snaps * h.size * ratio)
+        return float(epsilon), float(delta + (1.0 + math.exp(epsilon)) * (h.snaps * h.size * ratio + h.tv))
     r = math.expm1(h.size * math.log1p(ratio))
     rw = r * math.exp(h.lipschitz * (h.grid + h.eta))
     if not rw < 1.0:

@@ -14,8 +14,9 @@ import math
 import numpy as np
 
 from kngflow._jit import jit
-from kngflow.mechanisms.generic import GRADIENT_MAP_PROPOSALS, gradient_map_draws, sampler_hardening
-from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, HardeningError, coupling_hardening
+from kngflow.mechanisms.generic import GRADIENT_MAP_PROPOSALS, gradient_map_draws
+from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, HardeningError, coupling_hardening, snap
+from kngflow.kernels.dd import affine_dd, gram_residual_norm, inverse_norm_bound, refine_solve, scale_dd, solve_certificate
 from kngflow.noise import knorm
 from kngflow.kernels.optimize import project_l1_ball, quadratic_l1_ball
 from kngflow.models.linear.problem import (
@@ -40,6 +41,32 @@ from kngflow.mechanisms.claims import Density, GradientNoise
 __all__ = ["NonPrivate", "KNG", "Exponential", "ObjectivePerturbation", "ExtendedObjectivePerturbation"]
 
 _NORMS = ("l1", "l2", "linf")
+#: a hardened release's rounding bound is 2^-ETA_BITS of its grid (δ′ - δ = (1 + e^ε) 2d 2^-44)
+ETA_BITS = 44
+#: the hardened Metropolis chain moves on the lattice 2^(floor(log2 B) - LATTICE_BITS)
+LATTICE_BITS = 46
+#: double-double refinement steps of a hardened exact draw
+REFINE_STEPS = 3
+#: certified total variation per try of the hardened exponential mechanism's Gaussian
+TV_PER_TRY = 2.0**-40
+_NO_FACTOR = np.zeros((1, 1))
+
+
+def _floor_pow2(x: float) -> float:
+    return math.ldexp(1.0, math.frexp(x)[1] - 1)
+
+
+def two_sum_arrays(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(s, e)`` with ``s + e = a + b`` exactly, elementwise (Knuth's TwoSum)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def snap_rounding(h: Hardening, x: np.ndarray) -> float:
+    """The rounding of :func:`~kngflow.mechanisms.hardening.snap` on ``x`` (+ a low part):
+    ``u Λ + 2 u^2 |x|`` (its module docstring)."""
+    return UNIT_ROUNDOFF * h.grid + 2.0 * UNIT_ROUNDOFF**2 * float(np.max(np.abs(x)))
 _SAMPLERS = ("auto", "exact", "gibbs", "metropolis", "gradient_map")
 
 
@@ -91,8 +118,13 @@ class _Linear(Mechanism):
         stats = check_stats(stats)
         epsilon = check_epsilon(epsilon)
         rng = check_rng(rng)
+        estimate, info = self._release_output(stats, epsilon, rng)
+        return Release(estimate, info)
+
+    def _release_output(self, stats, epsilon, rng):
+        """``(estimate in original units, info)``: :meth:`_release`'s scaled estimate times ``scale``."""
         theta, info = self._release(stats, epsilon, rng)
-        return Release(np.asarray(theta, dtype=np.float64) * stats.scale, info)
+        return np.asarray(theta, dtype=np.float64) * stats.scale, info
 
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.options().items())
@@ -133,17 +165,41 @@ class _Sampled(_Linear):
         }
 
     def check_hardenable(self) -> None:
-        """Hardened releases run the Metropolis chain, whose positions are sums of
-        data-independent proposals; the exact and Gibbs draws compute the release from
-        ``G^{-1}`` and conditionals of the data, whose rounding has no public bound."""
-        if self.sampler not in ("auto", "metropolis"):
+        """Hardened releases run the exact sampler with a certified double-double solve
+        and, where it cannot run, the Metropolis chain on a dyadic lattice (exact
+        positions); coordinate Gibbs computes its conditionals' breakpoints by dividing by
+        entries of ``G``, whose rounding has no public bound, and the gradient map is
+        opt-in (unhardened)."""
+        if self.sampler not in ("auto", "exact", "metropolis"):
             raise HardeningError(f"hardened: sampler={self.sampler!r} has no bound on its rounding; allowed with "
-                                 "hardened: ['auto', 'metropolis'] ('auto' runs the Metropolis chain)")
+                                 "hardened: ['auto', 'exact', 'metropolis']")
+
+    def spread(self, n: int, d: int, epsilon: float) -> float:
+        """A public lower bound on the standard deviation of each coordinate of the
+        (untruncated) release, scaled units; subclasses derive it."""
+        raise NotImplementedError
 
     def hardening(self, stats, epsilon) -> Hardening:
-        """Coupling route on ``{|theta_j| <= B scale}`` for the Metropolis chain
-        (:func:`~kngflow.mechanisms.generic.sampler_hardening`)."""
-        return sampler_hardening("metropolis", self.steps, stats.d, self.bound * abs(float(stats.scale)))
+        """Coupling route on ``{|theta_j| <= B scale}`` with the grid following the spread
+        (:func:`~kngflow.mechanisms.hardening.spread_grid`: ``Λ <= spread / 16``, so the
+        rounding adds at most 1/1024 of the privacy noise's variance at every ``n``).
+
+        ``η = Λ 2^-44``: the release is carried in double-double and snapped by the
+        sampler (``site = "sampler"``).  The exact route refines ``G θ = c + u`` and
+        certifies ``||θ - G^{-1}(c + u)||_2`` a posteriori (:mod:`kngflow.kernels.dd`); the
+        Metropolis route moves on the lattice ``2^(floor(log2 B) - 46)``, whose positions
+        are exact sums; the product with ``scale`` is kept exact
+        (:func:`~kngflow.kernels.dd.scale_dd`).  A draw whose certificate exceeds ``η``
+        is not released: the chain runs instead (every route targets the same law).
+        δ′ = δ + (1 + e^ε) 2 d 2^-44 (+ the exponential mechanism's ``tv``).
+        """
+        scale = abs(float(stats.scale))
+        spread = self.spread(int(stats.n), int(stats.d), epsilon)
+        h = coupling_hardening(self.bound * scale, 0.0, stats.d, site="sampler", spread=spread * scale)
+        return h._replace(eta=math.ldexp(h.grid, -ETA_BITS), tv=self._tv_bound())
+
+    def _tv_bound(self) -> float:
+        return 0.0
 
     # subclasses set: _kind (kernel code), _rate(stats, eps), _has_gibbs, _exact(...)
     def _release(self, stats, epsilon, rng):
@@ -158,7 +214,7 @@ class _Sampled(_Linear):
         """
         a = self._rate(stats.d, epsilon)
         order = {
-            "auto": ("metropolis",) if self.hardened else ("exact", "gibbs" if self._has_gibbs else "metropolis"),
+            "auto": ("exact", "gibbs" if self._has_gibbs else "metropolis"),
             "exact": ("exact",),
             "gibbs": ("gibbs",),
             "metropolis": ("metropolis",),
@@ -195,6 +251,66 @@ class _Sampled(_Linear):
                 theta, acc = self.draw_metropolis(stats, epsilon, rng, 1)
                 return theta[0], {"sampler": "metropolis", "acceptance": float(acc[0]), "steps": self.steps}
         raise AssertionError("unreachable")
+
+    def _release_output(self, stats, epsilon, rng):
+        if not self.hardened:
+            return super()._release_output(stats, epsilon, rng)
+        return self._release_hardened(stats, epsilon, rng, self._rate(stats.d, epsilon))
+
+    def _release_hardened(self, stats, epsilon, rng, a):
+        """A hardened release in output units (:meth:`hardening`): the exact draw refined
+        and certified, else the lattice chain; snapped here from its double-double value
+        times ``scale``."""
+        h = self.hardening(stats, epsilon)
+        scale = float(stats.scale)
+        d = stats.d
+        hi = lo = None
+        info = None
+        if self.sampler in ("auto", "exact") and well_conditioned(stats.G):
+            G = np.ascontiguousarray(stats.G, dtype=np.float64)
+            Ginv = np.linalg.inv(G)
+            theta = np.empty((1, d))
+            u = np.empty((1, d))
+            factor, ascale = self._factor(G, a)
+            tries = kng_exact(rng, Ginv, stats.c, ascale, self.bound, self._kind, int(self.max_tries), theta, u, factor)
+            if tries > 0:
+                vh, vl, verr = self._rhs(np.asarray(stats.c, dtype=np.float64), u[0], factor, ascale)
+                hi, lo = theta[0].copy(), np.zeros(d)
+                refine_solve(G, Ginv, vh, vl, hi, lo, REFINE_STEPS)
+                cert = solve_certificate(G, Ginv, vh, vl, hi, lo, verr)
+                err = scale_dd(hi, lo, scale)
+                if cert * abs(scale) + err + snap_rounding(h, hi) <= h.eta and self._tv_certified(G, Ginv, factor):
+                    info = {"sampler": "exact", "acceptance": 1.0 / tries, "steps": tries}
+            elif self.sampler == "exact":
+                raise RuntimeError(
+                    f"exact sampler exhausted max_tries={self.max_tries}; use sampler='auto' or raise max_tries")
+        elif self.sampler == "exact":
+            raise RuntimeError("the exact sampler needs an invertible, well-conditioned G = X'X; use sampler='auto'")
+        if info is None:
+            if self.sampler == "exact":
+                raise RuntimeError("hardened exact sampler: the solve could not be certified to the grid's rounding "
+                                   "bound; use sampler='auto'")
+            out = np.empty((1, d))
+            acc = np.empty(1)
+            metropolis_chains(rng, stats.G, stats.c, a, self.bound, self._kind, self.steps, out, acc,
+                              math.ldexp(_floor_pow2(self.bound), -LATTICE_BITS))
+            hi, lo = out[0].copy(), np.zeros(d)
+            scale_dd(hi, lo, scale)
+            info = {"sampler": "metropolis", "acceptance": float(acc[0]), "steps": self.steps}
+        return snap(hi, h, rng, lo), info
+
+    def _factor(self, G, a):
+        """The kernel's ``(factor, scale)`` for :func:`kng_exact` (KNG: no factor, ``1/a``)."""
+        return _NO_FACTOR, 1.0 / a
+
+    def _rhs(self, c, u, factor, ascale):
+        """``(vh, vl, err)``: the right-hand side ``c + u`` of the accepted draw in
+        double-double and a bound on its error (KNG: ``u`` is the draw, the sum exact)."""
+        vh, vl = two_sum_arrays(c, u)
+        return vh, vl, 0.0
+
+    def _tv_certified(self, G, Ginv, factor) -> bool:
+        return True
 
     def privacy_claim(self) -> Density:
         """The law of the release: :meth:`log_density` on :meth:`parameter_box`."""
@@ -303,13 +419,21 @@ class KNG(_Sampled):
     def sensitivity(self, d: int) -> float:
         return gradient_sensitivity(self.norm, d, self.bound)
 
+    def spread(self, n: int, d: int, epsilon: float) -> float:
+        """``1 / (a n d)`` with ``a = eps / Delta_K``: each coordinate of the K-norm noise ``u``
+        has variance at least ``1/a^2`` (ℓ∞: ``(d+1)(d+2)/(3a^2)``, ℓ1: ``2/a^2``, ℓ2:
+        ``(d+1)/a^2``; isotropic), so ``theta = G^{-1}(c + u)`` has covariance at least
+        ``G^{-2}/a^2``, and ``lambda_max(G) <= tr G <= n d`` for ``x`` in ``[-1, 1]^d``."""
+        return 1.0 / (self._rate(d, epsilon) * n * d)
+
     def _rate(self, d, epsilon):
         return epsilon / self.sensitivity(d)
 
     def _exact(self, stats, a, rng, size, max_tries):
         out = np.empty((size, stats.d))
         Ginv = np.linalg.inv(stats.G)
-        tries = kng_exact(rng, Ginv, stats.c, 1.0 / a, self.bound, self._kind, int(max_tries), out)
+        tries = kng_exact(rng, Ginv, stats.c, 1.0 / a, self.bound, self._kind, int(max_tries), out,
+                          np.empty((size, stats.d)), _NO_FACTOR)
         return out, tries
 
 
@@ -337,6 +461,35 @@ class Exponential(_Sampled):
 
     def sensitivity(self, d: int) -> float:
         return loss_sensitivity(self.bound)
+
+    def spread(self, n: int, d: int, epsilon: float) -> float:
+        """``1 / sqrt(2 a n d)``: the covariance ``G^{-1} / (2a)`` is at least
+        ``I / (2 a lambda_max(G))`` and ``lambda_max(G) <= n d``."""
+        return 1.0 / math.sqrt(2.0 * self._rate(d, epsilon) * n * d)
+
+    def _factor(self, G, a):
+        """Hardened draws: ``u = L z / sqrt(2a)`` with ``L`` the Cholesky factor of ``G``."""
+        return np.linalg.cholesky(G), 1.0 / math.sqrt(2.0 * a)
+
+    def _rhs(self, c, z, factor, ascale):
+        """``c + s L z`` in double-double (:func:`~kngflow.kernels.dd.affine_dd`; the kernel
+        stores ``z`` for this kind)."""
+        d = c.shape[0]
+        vh, vl = np.empty(d), np.empty(d)
+        err = affine_dd(c, factor, z, ascale, vh, vl)
+        return vh, vl, err
+
+    def _tv_certified(self, G, Ginv, factor) -> bool:
+        """Whether ``1.5 ||G^{-1}||_2 ||L L^T - G||_F <= 2^-40``: then the computed factor's
+        law ``N(0, s^2 L L^T)`` is within that total variation of ``N(0, s^2 G)``
+        (Devroye, Mehrabian & Reddad 2018, Theorem 1.1: at most
+        ``1.5 ||Σ1^{-1/2} Σ2 Σ1^{-1/2} - I||_F``) for every try."""
+        return 1.5 * inverse_norm_bound(G, Ginv) * gram_residual_norm(factor, G) <= TV_PER_TRY
+
+    def _tv_bound(self) -> float:
+        """``max_tries 2^-40``: a release makes at most ``max_tries`` tries, each within
+        :meth:`_tv_certified`'s total variation of the exact law."""
+        return self.max_tries * TV_PER_TRY
 
     def _rate(self, d, epsilon):
         return epsilon / (2.0 * self.sensitivity(d))
@@ -380,6 +533,13 @@ class ExtendedObjectivePerturbation(_Linear):
 
     def sensitivity(self, d: int) -> float:
         return gradient_sensitivity(self.norm, d, self.bound)
+
+    def spread(self, n: int, d: int, epsilon: float) -> float:
+        """``1 / (a n d)`` with ``a = eps / Delta_K``: each coordinate of the K-norm noise ``u``
+        has variance at least ``1/a^2`` (ℓ∞: ``(d+1)(d+2)/(3a^2)``, ℓ1: ``2/a^2``, ℓ2:
+        ``(d+1)/a^2``; isotropic), so ``theta = G^{-1}(c + u)`` has covariance at least
+        ``G^{-2}/a^2``, and ``lambda_max(G) <= tr G <= n d`` for ``x`` in ``[-1, 1]^d``."""
+        return 1.0 / (self._rate(d, epsilon) * n * d)
 
     def privacy_claim(self) -> GradientNoise:
         """K-norm noise on the gradient (:meth:`noise_law`) and the Jacobian's share (:meth:`log_jacobian`)."""

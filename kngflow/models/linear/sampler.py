@@ -94,15 +94,21 @@ def _l1(x):
 
 
 @jit
-def kng_exact(rng, Ginv, c, scale, B, kind, max_tries, out):
+def kng_exact(rng, Ginv, c, scale, B, kind, max_tries, out, uout, factor):
     """Fill each row of ``out`` with an exact KNG draw; return total tries or -1.
 
     ``u`` ~ density ∝ exp(-||u||_K / scale) (``scale = 1/a``), ``theta = G^{-1}(c + u)``,
     accepted when ``||theta||_1 <= B``.  ``max_tries`` bounds the tries *per draw*;
-    -1 means a draw exhausted them (the caller falls back to Gibbs).
+    -1 means a draw exhausted them (the caller falls back to Gibbs).  The accepted
+    draw's ``u`` (``z`` for ``KIND_EXP``) goes to the same row of ``uout`` (a hardened
+    release refines and certifies the solve from it).  ``kind = KIND_EXP`` draws the exponential mechanism
+    the same way: ``u = scale factor z`` with ``z`` standard normal and ``factor`` a
+    Cholesky factor of ``G`` (``scale = 1/sqrt(2a)``), so that ``G^{-1}(c + u)`` is
+    ``N(G^{-1}c, G^{-1}/(2a))``; ``factor`` is not read for the KNG kinds.
     """
     d = c.shape[0]
     u = np.empty(d)
+    z = np.empty(d)
     v = np.empty(d)
     total = 0
     for row in range(out.shape[0]):
@@ -113,8 +119,16 @@ def kng_exact(rng, Ginv, c, scale, B, kind, max_tries, out):
                 draw_l1_into(rng, scale, u)
             elif kind == KIND_KNG_L2:
                 draw_l2_into(rng, scale, u)
-            else:
+            elif kind == KIND_KNG_LINF:
                 draw_linf_into(rng, scale, u)
+            else:
+                for i in range(d):
+                    z[i] = rng.standard_normal()
+                for i in range(d):
+                    t = 0.0
+                    for k in range(i + 1):
+                        t += factor[i, k] * z[k]
+                    u[i] = scale * t
             for i in range(d):
                 v[i] = c[i] + u[i]
             l1 = 0.0
@@ -126,6 +140,8 @@ def kng_exact(rng, Ginv, c, scale, B, kind, max_tries, out):
                 l1 += abs(t)
             if l1 <= B:
                 ok = True
+                for i in range(d):
+                    uout[row, i] = u[i] if kind != KIND_EXP else z[i]
                 break
         if not ok:
             return -1
@@ -348,7 +364,7 @@ def gibbs_chains(rng, G, c, a, B, kind, steps, out):
 
 
 @jit
-def metropolis_chains(rng, G, c, a, B, kind, steps, out, acc_out):
+def metropolis_chains(rng, G, c, a, B, kind, steps, out, acc_out, lattice=0.0):
     """Run ``out.shape[0]`` independent one-at-a-time random-walk Metropolis chains.
 
     ``steps`` sweeps per chain; the first half is burn-in, during which each
@@ -356,7 +372,9 @@ def metropolis_chains(rng, G, c, a, B, kind, steps, out, acc_out):
     (the shared kernel of :mod:`kngflow.kernels.metropolis` with its schedule
     :data:`~kngflow.kernels.metropolis.LINEAR`: gain 1, scales at most ``2 B``);
     scales are frozen afterwards, so the second half is a valid Metropolis chain.
-    Final states go to ``out``; post-burn-in acceptance rates to ``acc_out``.
+    Final states go to ``out``; post-burn-in acceptance rates to ``acc_out``.  With
+    ``lattice > 0`` (hardened releases) every step is a multiple of ``lattice``, so the
+    positions are exact (:func:`~kngflow.kernels.metropolis.propose_coordinate`).
     """
     d = c.shape[0]
     theta = np.empty(d)
@@ -386,7 +404,7 @@ def metropolis_chains(rng, G, c, a, B, kind, steps, out, acc_out):
         e = _norm(r, kind) if kind != KIND_EXP else 0.0
         for s in range(steps):
             for j in range(d):
-                tj, delta, _, l1n, inside = propose_coordinate(rng, theta, j, sig[j], 0.0, l1, B, False, 0.0)
+                tj, delta, _, l1n, inside = propose_coordinate(rng, theta, j, sig[j], 0.0, l1, B, False, 0.0, lattice)
                 ok = False
                 en = e
                 if inside:
