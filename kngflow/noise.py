@@ -46,7 +46,7 @@ Numba kernels
 ``draw_l1_into``, ``draw_l2_into``, ``draw_linf_into`` fill one 1-D float64
 array with one draw and are callable from Python and from other ``@jit``
 code. ``draw_uniform_body_into`` / ``draw_body_into`` do the same for a body
-given by a jitted membership test. ``knorm(..., size=n)`` calls the per-draw
+given by a jitted membership test. ``knorm_noise(..., size=n)`` calls the per-draw
 kernel n times in order, so a batch equals n successive kernel calls on the
 same generator.
 
@@ -68,7 +68,7 @@ from kngflow._jit import jit
 from kngflow.norms import ConvexBodyNorm, L1Norm, L2Norm, LinfNorm, Norm, get_norm
 
 __all__ = [
-    "knorm",
+    "knorm_noise",
     "draw_l1_into",
     "draw_l2_into",
     "draw_linf_into",
@@ -288,7 +288,7 @@ def _check_int(value, param: str, allow_none: bool = False):
     return int(value)
 
 
-def knorm(rng: np.random.Generator, norm, dim: int, scale: float, size: int | None = None,
+def knorm_noise(rng: np.random.Generator, norm, dim: int, scale: float, size: int | None = None,
           *, max_tries: int = DEFAULT_MAX_TRIES) -> np.ndarray:
     r"""Draw K-norm noise with density ∝ exp(−‖v‖_K / scale) on R^dim.
 

@@ -236,12 +236,12 @@ class ConvexBodyNorm(Norm):
         ``dim``: whether u ∈ K. K must be convex, compact, symmetric (u ∈ K ⇔
         −u ∈ K) and contain a neighbourhood of 0 — the conditions under which
         the gauge is a norm. If ``contains`` is a numba ``@jit`` function the
-        gauge and the rejection sampler of :func:`kngflow.noise.knorm` run
+        gauge and the rejection sampler of :func:`kngflow.noise.knorm_noise` run
         inside numba; otherwise they fall back to (slow) Python loops.
     box : float
         sup{‖u‖∞ : u ∈ K}, so K ⊂ [−box, box]^m (must be finite and > 0).
     dim : int, optional
-        Dimension of K, if it is tied to one (checked by ``knorm``).
+        Dimension of K, if it is tied to one (checked by ``knorm_noise``).
     name : str
         Label used in reprs and results.
 

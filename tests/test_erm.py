@@ -236,12 +236,12 @@ def test_noisy_gd_gamma_per_step_scale(monkeypatch):
     seen = []
     import kngflow.mechanisms.erm as shared  # noisy GD is written once there
 
-    real = shared.knorm
-    monkeypatch.setattr(shared, "knorm", lambda rng, norm, d, scale, size=None: seen.append((norm, scale, size))
+    real = shared.knorm_noise
+    monkeypatch.setattr(shared, "knorm_noise", lambda rng, norm, d, scale, size=None: seen.append((norm, scale, size))
                         or real(rng, norm, d, scale, size=size))
     get_mechanism("logistic", "noisy_gd", hardened=False, noise="gamma", iterations=7).release(data, eps, np.random.default_rng(0))
     assert seen == [("l2", pytest.approx(2 * math.sqrt(m) * 7 / (n * eps), rel=1e-12), 7)]
-    monkeypatch.setattr(shared, "knorm", real)
+    monkeypatch.setattr(shared, "knorm_noise", real)
     # one step: Z_0 = -theta_1 / eta - grad J(0) is recoverable; ||Z_0|| ~ Gamma(m, 2L/(n eps))
     mech = get_mechanism("logistic", "noisy_gd", hardened=False, noise="gamma", iterations=1, radius=1e9)
     eta = mech.eta(m)

@@ -15,7 +15,7 @@ from kngflow.audit import (accountant_audit, accountant_audit_applies, gaussian_
                            statistic_audit, statistic_audit_applies)
 from kngflow.api import get_mechanism
 from kngflow.models.logistic import erm
-from kngflow.noise import knorm
+from kngflow.noise import knorm_noise
 from kngflow.api import get_problem
 
 BETA = "beta=[0.5,-1.0]"
@@ -76,7 +76,7 @@ def test_noisy_gd_statistic_is_the_first_step_gradient():
         theta1 = mech.release(data, eps, np.random.default_rng(11)).estimate
         rng = np.random.default_rng(11)
         level = mech.noise_level(n, d, eps)
-        Z = knorm(rng, "l2", d, level, size=1)[0] if noise == "gamma" else rng.standard_normal((1, d))[0] * level
+        Z = knorm_noise(rng, "l2", d, level, size=1)[0] if noise == "gamma" else rng.standard_normal((1, d))[0] * level
         g = -theta1 / mech.eta(d) - Z
         assert np.allclose(mech.statistic(data)[0], g, atol=1e-12)
         assert np.allclose(g, data.X.T @ (0.5 - data.y) / n, atol=1e-12)

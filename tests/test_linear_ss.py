@@ -11,7 +11,7 @@ from kngflow.audit import blackbox_audit
 from kngflow.audit.pairs import AdjacentPair
 from kngflow.api import allowed_options, get_mechanism
 from kngflow.models.linear import ss as L
-from kngflow.noise import knorm
+from kngflow.noise import knorm_noise
 from kngflow.api import get_problem
 from kngflow.models.linear.problem import ols, stats_from_arrays
 
@@ -170,7 +170,7 @@ def test_uniform_on_K_and_knorm_law():
     gauge = body(U)
     assert sps.kstest(gauge**m, "uniform").pvalue > P_MIN
     assert sps.kstest(body(_wrong_uniform(rng, p, 4000)) ** m, "uniform").pvalue < P_MIN
-    cube = knorm(rng, body, m, 1.0, size=4000) / rng.standard_gamma(m + 1.0, 4000)[:, None]  # r U / r
+    cube = knorm_noise(rng, body, m, 1.0, size=4000) / rng.standard_gamma(m + 1.0, 4000)[:, None]  # r U / r
     for i in (0, 5, 10, 20, 21):  # a_1, q_1, c_12, b, e_1
         assert sps.ks_2samp(U[:, i], cube[:, i]).pvalue > P_MIN
     s = 0.7

@@ -17,7 +17,7 @@ from scipy import stats
 from conftest import kngflow_cli
 from kngflow.audit import exact_audit
 from kngflow.api import get_mechanism
-from kngflow.noise import knorm
+from kngflow.noise import knorm_noise
 from kngflow.api import get_problem
 from kngflow.models.logistic.problem import PAPER_BETA, gradient_sensitivity, logistic_data, logistic_gradient
 
@@ -203,7 +203,7 @@ def test_extended_at_half_is_the_classical_objective_perturbation():
         assert kifer.noise_scale(7, eps) == ext.noise_scale(7, eps) == 2 * gradient_sensitivity("l2", 7) / eps
         assert kifer.gamma(7, eps) == pytest.approx(2 * (7 / 4) / eps) and kifer.gamma(7, eps) > ext.gamma(7, eps)
         b = kifer.release(data, eps, np.random.default_rng(9)).estimate
-        V = knorm(np.random.default_rng(9), "l2", 7, ext.noise_scale(7, eps))
+        V = knorm_noise(np.random.default_rng(9), "l2", 7, ext.noise_scale(7, eps))
         np.testing.assert_allclose(ext.solve(data, V, kifer.gamma(7, eps))[0], b, rtol=0, atol=1e-12)
         other = get_mechanism("logistic", "objective_ext", hardened=False, norm="l2", q=0.6)
         assert not np.allclose(other.release(data, eps, np.random.default_rng(9)).estimate, a)

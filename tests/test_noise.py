@@ -18,7 +18,7 @@ from kngflow.noise import (
     draw_l2_into,
     draw_linf_into,
     draw_uniform_body_into,
-    knorm,
+    knorm_noise,
 )
 from kngflow.norms import ConvexBodyNorm, example_kt_norm, get_norm, kt_contains
 
@@ -81,45 +81,45 @@ def _ks_gamma(r, shape, scale):
 def test_shapes_and_dtype(norm, dim):
     nm = example_kt_norm() if norm == "kt" else norm
     rng = np.random.default_rng(0)
-    one = knorm(rng, nm, dim, 0.5)
+    one = knorm_noise(rng, nm, dim, 0.5)
     assert one.shape == (dim,) and one.dtype == np.float64
-    many = knorm(rng, nm, dim, 2, size=7)
+    many = knorm_noise(rng, nm, dim, 2, size=7)
     assert many.shape == (7, dim) and np.isfinite(many).all()
-    assert knorm(rng, nm, dim, 1.0, size=np.int64(1)).shape == (1, dim)
+    assert knorm_noise(rng, nm, dim, 1.0, size=np.int64(1)).shape == (1, dim)
 
 
 def test_validation_errors():
     rng = np.random.default_rng(0)
     with pytest.raises(TypeError, match="rng"):
-        knorm(np.random.RandomState(0), "l1", 2, 1.0)
+        knorm_noise(np.random.RandomState(0), "l1", 2, 1.0)
     with pytest.raises(TypeError, match="rng"):
-        knorm(0, "l1", 2, 1.0)
+        knorm_noise(0, "l1", 2, 1.0)
     with pytest.raises(ValueError, match=r"norm must be one of \['l1', 'l2', 'linf'\]"):
-        knorm(rng, "l3", 2, 1.0)
+        knorm_noise(rng, "l3", 2, 1.0)
     with pytest.raises(TypeError, match="norm"):
-        knorm(rng, 1, 2, 1.0)
+        knorm_noise(rng, 1, 2, 1.0)
     for bad in (0, -3):
         with pytest.raises(ValueError, match="dim must be a positive int"):
-            knorm(rng, "l1", bad, 1.0)
+            knorm_noise(rng, "l1", bad, 1.0)
     for bad in (2.0, True, "2"):
         with pytest.raises(TypeError, match="dim"):
-            knorm(rng, "l1", bad, 1.0)
+            knorm_noise(rng, "l1", bad, 1.0)
     for bad in (0.0, -1.0, np.inf, np.nan):
         with pytest.raises(ValueError, match="scale must be a finite real number > 0"):
-            knorm(rng, "linf", 2, bad)
+            knorm_noise(rng, "linf", 2, bad)
     for bad in ("1", None, True):
         with pytest.raises(TypeError, match="scale"):
-            knorm(rng, "linf", 2, bad)
+            knorm_noise(rng, "linf", 2, bad)
     with pytest.raises(ValueError, match="size must be None or a positive int"):
-        knorm(rng, "l2", 2, 1.0, size=0)
+        knorm_noise(rng, "l2", 2, 1.0, size=0)
     with pytest.raises(TypeError, match="size"):
-        knorm(rng, "l2", 2, 1.0, size=2.5)
+        knorm_noise(rng, "l2", 2, 1.0, size=2.5)
     with pytest.raises(TypeError, match="size"):
-        knorm(rng, "l2", 2, 1.0, size=(2, 3))
+        knorm_noise(rng, "l2", 2, 1.0, size=(2, 3))
     with pytest.raises(ValueError, match="dim must equal"):
-        knorm(rng, example_kt_norm(), 3, 1.0)
+        knorm_noise(rng, example_kt_norm(), 3, 1.0)
     with pytest.raises(ValueError, match="max_tries"):
-        knorm(rng, example_kt_norm(), 2, 1.0, max_tries=0)
+        knorm_noise(rng, example_kt_norm(), 2, 1.0, max_tries=0)
 
 
 @pytest.mark.parametrize("jitted", [True, False])
@@ -128,9 +128,9 @@ def test_rejection_exhaustion_raises(jitted):
     contains = _l1_ball if jitted else _l1_ball.py_func
     nm = ConvexBodyNorm(contains, 1.0, name="tiny")
     with pytest.raises(RuntimeError, match="max_tries=50"):
-        knorm(np.random.default_rng(0), nm, 20, 1.0, max_tries=50)
+        knorm_noise(np.random.default_rng(0), nm, 20, 1.0, max_tries=50)
     # the same body in 1-D is the whole box and never rejects
-    assert knorm(np.random.default_rng(0), nm, 1, 1.0, size=3, max_tries=1).shape == (3, 1)
+    assert knorm_noise(np.random.default_rng(0), nm, 1, 1.0, size=3, max_tries=1).shape == (3, 1)
 
 
 @pytest.mark.parametrize("kernel", [draw_l1_into, draw_l2_into, draw_linf_into])
@@ -144,9 +144,9 @@ def test_kernel_equals_py_func_and_batch(kernel):
         kernel(rng_a, scale, a[k])
         kernel.py_func(rng_b, scale, b[k])
     np.testing.assert_array_equal(a, b)
-    # a batch from knorm is n successive kernel calls on the same generator
-    np.testing.assert_array_equal(knorm(np.random.default_rng(42), name, m, scale, size=n), a)
-    np.testing.assert_array_equal(knorm(np.random.default_rng(42), name, m, scale), a[0])
+    # a batch from knorm_noise is n successive kernel calls on the same generator
+    np.testing.assert_array_equal(knorm_noise(np.random.default_rng(42), name, m, scale, size=n), a)
+    np.testing.assert_array_equal(knorm_noise(np.random.default_rng(42), name, m, scale), a[0])
     # the generator state advanced identically
     assert rng_a.random() == rng_b.random()
 
@@ -160,11 +160,11 @@ def test_body_kernel_equals_py_func_and_python_fallback():
         assert draw_body_into(rng_a, kt_contains, 2.0, scale, a[k], 100) > 0
         assert draw_body_into.py_func(rng_b, kt_contains, 2.0, scale, b[k], 100) > 0
     np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(knorm(np.random.default_rng(7), example_kt_norm(), 2, scale, size=n), a)
+    np.testing.assert_array_equal(knorm_noise(np.random.default_rng(7), example_kt_norm(), 2, scale, size=n), a)
     # a ConvexBodyNorm with a plain Python membership test takes the Python path, same draws
     slow = ConvexBodyNorm(kt_contains.py_func, 2.0, dim=2)
     assert not slow.is_jitted
-    np.testing.assert_array_equal(knorm(np.random.default_rng(7), slow, 2, scale, size=n), a)
+    np.testing.assert_array_equal(knorm_noise(np.random.default_rng(7), slow, 2, scale, size=n), a)
 
 
 def test_kernels_callable_from_jit():
@@ -186,10 +186,10 @@ def test_kernels_callable_from_jit():
 def test_norm_of_noise_is_gamma(norm, m):
     nm = example_kt_norm() if norm == "kt" else get_norm(norm)
     scale, n = 0.7, 20000
-    r = nm(knorm(np.random.default_rng(100 + m), nm, m, scale, size=n))
+    r = nm(knorm_noise(np.random.default_rng(100 + m), nm, m, scale, size=n))
     assert _ks_gamma(r, m, scale) > ALPHA
     # negative controls, same KS at the same threshold
-    r_wrong = nm(knorm(np.random.default_rng(200 + m), nm, m, 1.1 * scale, size=n))
+    r_wrong = nm(knorm_noise(np.random.default_rng(200 + m), nm, m, 1.1 * scale, size=n))
     assert _ks_gamma(r_wrong, m, scale) < ALPHA
     assert _ks_gamma(r, m + 1, scale) < ALPHA  # Prop 4.1's Gamma(m+1) is the wrong law for ‖V‖
 
@@ -238,10 +238,10 @@ def test_prop_4_13_covariances():
     # E V_i⁴ = Eρ⁴·3/(m(m+2)) = 3(m+1)(m+3)s⁴, E V_i²V_j² = (m+1)(m+3)s⁴
     laws["l2"] = (s, (m + 1) * s**2, 3 * (m + 1) * (m + 3) * s**4, (m + 1) * (m + 3) * s**4)
     for i, (name, (scale, var, fourth, cross)) in enumerate(laws.items()):
-        v = knorm(np.random.default_rng(300 + i), name, m, scale, size=n)
+        v = knorm_noise(np.random.default_rng(300 + i), name, m, scale, size=n)
         assert _check_moments(v, var, fourth, cross), name
         # negative control: 10% too large a scale must fail the same check
-        w = knorm(np.random.default_rng(400 + i), name, m, 1.1 * scale, size=n)
+        w = knorm_noise(np.random.default_rng(400 + i), name, m, 1.1 * scale, size=n)
         assert not _check_moments(w, var, fourth, cross), name
     # the two formulas of Prop 4.13 agree with the samplers' own scales
     assert var1 == pytest.approx(2 * b**2) and varinf == pytest.approx((m + 1) * (m + 2) * s**2 / 3)
@@ -288,5 +288,5 @@ def test_kt_noise_is_radius_times_uniform():
     ‖U‖_KT ~ Beta(2, 1) with mean 2/3 whatever the scale.
     """
     kt = example_kt_norm()
-    r = kt(knorm(np.random.default_rng(9), kt, 2, 3.0, size=4000))
+    r = kt(knorm_noise(np.random.default_rng(9), kt, 2, 3.0, size=4000))
     assert abs(r.mean() - 6.0) < 6 * np.sqrt(2 * 9.0 / 4000)

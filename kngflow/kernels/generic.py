@@ -78,7 +78,7 @@ from kngflow.kernels.metropolis import (
 )
 
 __all__ = ["metropolis_chains", "precond_metropolis_chains", "energies", "kng_energy", "loss_energy", "kng_jacobian",
-           "gradient_jacobian", "unit_inverse_columns", "knorm", "NORM_CODES", "BATCH", "TARGET_ACCEPTANCE",
+           "gradient_jacobian", "unit_inverse_columns", "norm_by_code", "NORM_CODES", "BATCH", "TARGET_ACCEPTANCE",
            "MIN_DIRECTION_DET"]
 
 #: sweeps between the burn-in's adaptations (:data:`kngflow.kernels.metropolis.GENERIC`)
@@ -89,7 +89,7 @@ NORM_CODES = {"l1": 0, "l2": 1, "linf": 2}
 
 
 @jit
-def knorm(g, code):
+def norm_by_code(g, code):
     """``||g||_K`` for ``code`` in :data:`NORM_CODES`."""
     s = 0.0
     if code == 0:
@@ -117,7 +117,7 @@ def kng_energy(gradient):
     def energy(theta, data):
         args, a, code, g = data
         gradient(theta, args, g)
-        return a * knorm(g, code)
+        return a * norm_by_code(g, code)
 
     return energy
 

@@ -54,7 +54,7 @@ import math
 import numpy as np
 
 from kngflow._jit import jit
-from kngflow.kernels.generic import knorm
+from kngflow.kernels.generic import norm_by_code
 from kngflow.noise import draw_l1_into, draw_l2_into, draw_linf_into
 
 __all__ = ["gradient_map_chain", "surrogate_map_chain", "cholesky_logdet", "XTOL", "MAX_ITER", "SURROGATE_TEMPER",
@@ -346,7 +346,7 @@ def gradient_map_chain(gradient, hessian, rng, args, a, code, center, B, base_sc
                 hessian(x, args, H)
                 logdet = cholesky_logdet(H, L)  # nan: singular, q_map(x) = 0
                 gradient(x, args, g)
-                energy = a * knorm(g, code)
+                energy = a * norm_by_code(g, code)
             else:
                 _draw_u(rng, code, 1.0 / a, u)
                 for i in range(d):
@@ -356,7 +356,7 @@ def gradient_map_chain(gradient, hessian, rng, args, a, code, center, B, base_sc
                 logdet = _solve(gradient, hessian, args, u, x, L, H, g, r, step, xn, rn, max_iter)
                 if math.isnan(logdet):
                     continue
-                energy = a * knorm(u, code)  # gradient(x) = u
+                energy = a * norm_by_code(u, code)  # gradient(x) = u
             s = 0.0
             if gauss:
                 for i in range(d):
@@ -532,10 +532,10 @@ def surrogate_map_chain(gradient, s_gradient, s_hessian, rng, args, sargs, a, co
                 for k in range(i + 1):
                     t += L[i, k] * dl[k]
                 u[i] = t
-            lq = log_map - ap * knorm(u, code)
+            lq = log_map - ap * norm_by_code(u, code)
             lq = max(lq, log_pi0) + math.log1p(math.exp(-abs(lq - log_pi0)))
             gradient(prop, args, g)
-            logw_new = logbase - a * knorm(g, code) - lq
+            logw_new = logbase - a * norm_by_code(g, code) - lq
             if not math.isfinite(logw_new):
                 continue
             if it > 0:

@@ -25,7 +25,7 @@ from kngflow.mechanisms.base import (SAMPLER_DIAGNOSTICS, Mechanism, Release, ch
                                      check_positive, check_probability, check_rng)
 from kngflow.mechanisms.claims import Composed, StatisticNoise
 from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, lipschitz_hardening, snap
-from kngflow.noise import knorm
+from kngflow.noise import knorm_noise
 from kngflow.norms import get_norm
 
 __all__ = [
@@ -187,7 +187,7 @@ class OutputPerturbation(_ERM):
         if not math.isfinite(scale):  # eps below ~1e-300: a data-independent release is 0-DP
             return _release(np.zeros(d), 0, "none")
         theta, it, _ = self.minimiser(data)
-        released = theta + knorm(rng, "l2", d, scale)
+        released = theta + knorm_noise(rng, "l2", d, scale)
         if self.hardened:
             released = snap(released, self.hardening(data, epsilon), rng)
         return _release(self.finish(data, released), it)
@@ -543,7 +543,7 @@ class NoisyGD(_ERM):
         if level is None:
             return _release(np.zeros(d), 0, "none")
         if self.noise == "gamma":
-            Z = knorm(rng, "l2", d, level, size=self.iterations)
+            Z = knorm_noise(rng, "l2", d, level, size=self.iterations)
         else:
             Z = rng.standard_normal((self.iterations, d)) * level
         eta, reg, R = self.eta(d), self.reg, self.radius

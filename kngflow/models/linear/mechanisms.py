@@ -17,7 +17,7 @@ from kngflow._jit import jit
 from kngflow.mechanisms.generic import GRADIENT_MAP_PROPOSALS, gradient_map_draws
 from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, HardeningError, coupling_hardening, snap
 from kngflow.kernels.dd import affine_dd, gram_residual_norm, inverse_norm_bound, refine_solve, scale_dd, solve_certificate
-from kngflow.noise import knorm
+from kngflow.noise import knorm_noise
 from kngflow.kernels.optimize import project_l1_ball, quadratic_l1_ball
 from kngflow.models.linear.problem import (
     LinearStats,
@@ -575,7 +575,7 @@ class ExtendedObjectivePerturbation(_Linear):
 
     def _release(self, stats, epsilon, rng):
         d = stats.d
-        V = knorm(rng, self.norm, d, self.noise_law(d, epsilon)[1])
+        V = knorm_noise(rng, self.norm, d, self.noise_law(d, epsilon)[1])
         H = 2.0 * stats.G + self.gamma(d, epsilon) * np.eye(d)
         h = 2.0 * stats.c - V
         theta = np.empty(d)

@@ -60,7 +60,7 @@ and ``s = Delta / eps`` gives ε-DP; the estimate is post-processing)
 
 Sampling ``K`` (Prop. 4.1): ``V = r U``, ``r ~ Gamma(d_T + 1, s)``, ``U ~ Uniform(K)``.
 Rejection from the cube ``[-2, 2]^{d_T}`` (Algorithm 8; :func:`kt_norm` with
-:func:`kngflow.noise.knorm`) accepts 14.5% of proposals at ``p = 5`` (measured; 5.7% at
+:func:`kngflow.noise.knorm_noise`) accepts 14.5% of proposals at ``p = 5`` (measured; 5.7% at
 ``p = 7``).  :func:`draw_kt_into` uses that ``K`` is fibred over ``(a, b)``: given them,
 every ``q_j``, ``c_jk``, ``e_j`` ranges independently over ``[-w, w]`` with ``w = h(|a_j|)`` or
 ``L(s, t) = min(2, 4 - |s| - |t|)``.  It proposes each ``(a_j, q_j)`` uniform on ``K_2``
@@ -80,7 +80,7 @@ from __future__ import annotations
 import numpy as np
 
 from kngflow._jit import jit
-from kngflow.noise import DEFAULT_MAX_TRIES, knorm
+from kngflow.noise import DEFAULT_MAX_TRIES, knorm_noise
 from kngflow.norms import ConvexBodyNorm, get_norm
 from kngflow.models.linear.problem import LinearStats
 from kngflow.mechanisms.base import check_choice, check_epsilon, check_int, check_positive
@@ -232,7 +232,7 @@ def kt_contains(u):
 
 
 def kt_norm(p: int) -> ConvexBodyNorm:
-    """The gauge norm of ``K`` for ``p`` covariates (box 2): for :func:`kngflow.noise.knorm`
+    """The gauge norm of ``K`` for ``p`` covariates (box 2): for :func:`kngflow.noise.knorm_noise`
     (Algorithm 8, rejection from the cube) and for evaluating ``||v||_K``."""
     return ConvexBodyNorm(kt_contains, 2.0, dim=t_dim(p), name=f"kt(p={p})")
 
@@ -361,7 +361,7 @@ class SufficientStatistics(_Linear):
         """One noise vector ``V`` (d_T,) and the tries it took."""
         scale = self.sensitivity(p) / epsilon
         if self.norm != "kt":
-            return knorm(rng, self.norm, t_dim(p), scale), 1
+            return knorm_noise(rng, self.norm, t_dim(p), scale), 1
         out = np.empty(t_dim(p))
         tries = draw_kt_into(rng, p, scale, out, self.max_tries)
         if tries < 0:

@@ -58,7 +58,7 @@ from kngflow.mechanisms.erm import (GAUSS_REACH, DEFAULT_REG, _ERM, gaussian_lip
 from kngflow.models.logistic.mechanisms import (certified_minimiser, check_logistic_data, objective_hardening,
                                                 perturbed_log_density)
 from kngflow.models.logistic.problem import perturbed_minimiser
-from kngflow.noise import knorm
+from kngflow.noise import knorm_noise
 
 __all__ = [
     "OutputPerturbation",
@@ -237,7 +237,7 @@ class ObjectivePerturbationChaudhuri(_LogisticLoss, _ERM):
         gamma = n * (self.reg + d * delta_reg)
         if not (math.isfinite(scale) and math.isfinite(gamma)):  # eps ~ 1e-300: 0-DP fallback
             return _release(np.zeros(d), 0, "none")
-        V = knorm(rng, "l2", d, scale)
+        V = knorm_noise(rng, "l2", d, scale)
         if self.hardened:
             theta, it = certified_minimiser(data.X, data.y, gamma, V, self.max_iter)
         else:

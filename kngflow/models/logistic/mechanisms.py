@@ -16,7 +16,7 @@ import numpy as np
 from scipy.special import expit
 
 from kngflow._jit import jit
-from kngflow.noise import knorm
+from kngflow.noise import knorm_noise
 from kngflow.models.logistic.problem import (
     LogisticData,
     gradient_sensitivity,
@@ -296,7 +296,7 @@ class ExtendedObjectivePerturbation(Mechanism):
         epsilon = check_epsilon(epsilon)
         rng = check_rng(rng)
         d = data.d
-        V = knorm(rng, self.norm, d, self.noise_scale(d, epsilon))
+        V = knorm_noise(rng, self.norm, d, self.noise_scale(d, epsilon))
         if self.hardened:
             theta, it = certified_minimiser(data.X, data.y, self.gamma(d, epsilon), V, self.max_iter)
         else:

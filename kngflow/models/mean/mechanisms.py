@@ -2,7 +2,7 @@
 :mod:`kngflow.models.mean.problem`.
 
 * :class:`KNG` is the K-norm mechanism ``xbar + W``, ``W ∝ exp(-a ||w||_K)``, drawn exactly
-  (:func:`kngflow.noise.knorm`).
+  (:func:`kngflow.noise.knorm_noise`).
 * :class:`Exponential` is ``N(xbar, s^2 I)`` truncated to the data ball: exact i.i.d.
   truncated normal coordinates for the ℓ∞ ball, exact coordinate Gibbs (each conditional a
   truncated normal on the chord of the ball) for the ℓ1 and ℓ2 balls.
@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from kngflow._jit import jit
-from kngflow.noise import knorm
+from kngflow.noise import knorm_noise
 from kngflow.models.mean.problem import NORMS, MeanData, row_norms, gradient_sensitivity, loss_sensitivity
 from kngflow.kernels.truncnorm import truncnorm
 from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_rng
@@ -126,7 +126,7 @@ class KNG(Mechanism):
             theta, acc, steps = self.draw_gradient_map(data, epsilon, rng, 1)
             return Release(theta[0], {"sampler": "gradient_map", "acceptance": float(acc[0]), "steps": int(steps[0])})
         a = self.rate(data, epsilon)
-        w = knorm(check_rng(rng), self.norm, data.d, 1.0 / a)
+        w = knorm_noise(check_rng(rng), self.norm, data.d, 1.0 / a)
         return Release(data.xbar + w, {"sampler": "exact", "acceptance": 1.0, "steps": 1})
 
     def hardening(self, data, epsilon) -> Hardening:

@@ -38,7 +38,7 @@ import math
 import numpy as np
 
 from kngflow._jit import jit
-from kngflow.kernels.generic import knorm
+from kngflow.kernels.generic import norm_by_code
 from kngflow.kernels.piecewise import TARGET_EXP, TARGET_KNG, draw_seg, log_seg_mass
 from kngflow.kernels.metropolis import (
     GENERIC,
@@ -251,7 +251,7 @@ def _qr_conditional(rng, X, b, j, L, tau, a, target, code, g, keys, idx, T, logm
     for q in range(m + 1):
         w = T[q + 1] - T[q]
         if target == TARGET_KNG:
-            v = (math.log(w) if w > 0.0 else -np.inf) - a * knorm(g, code)
+            v = (math.log(w) if w > 0.0 else -np.inf) - a * norm_by_code(g, code)
         else:
             v = -a * loss + log_seg_mass(a * g[j], w)
             loss += g[j] * w
@@ -557,7 +557,7 @@ def _qr_band_energy(X, tau, a, target, code, idx, rb, m, j, delta, rs, g, out_g,
             w = (1.0 - tau) if r <= 0.0 else -tau
             for k in range(d):
                 g[k] += w * X[i, k]
-        return a * knorm(g, code)
+        return a * norm_by_code(g, code)
     s = c0
     for k in range(d):
         s -= out_h[k] * dref[k]
@@ -574,7 +574,7 @@ def _qr_full_energy(X, tau, a, target, code, g, out_g, c0):
     if target == TARGET_KNG:
         for k in range(X.shape[1]):
             g[k] = out_g[k]
-        return a * knorm(g, code)
+        return a * norm_by_code(g, code)
     return a * c0
 
 
@@ -648,7 +648,7 @@ def qr_metropolis_chains(rng, X, y, tau, a, center, B, base_scale, target, code,
                     if ms[cur] < 0:  # no band (too many rows near zero): a plain pass
                         if target == TARGET_KNG:
                             qr_gradient(theta, args, g)
-                            en = a * knorm(g, code)
+                            en = a * norm_by_code(g, code)
                         else:
                             en = a * qr_loss(theta, args)
                     elif inband:

@@ -38,7 +38,7 @@ from kngflow.mechanisms.erm import (DEFAULT_REG, _ERM, _release, audit_iterates,
 from kngflow.mechanisms.generic import NORMS, GenericKNG, NonPrivateBase
 from kngflow.models.svm.problem import (LIPSCHITZ, SVMData, check_svm_data, curvature, gradient_sensitivity,
                                         hinge_gradient, huber_gradient, huber_hessian, regularised_minimiser)
-from kngflow.noise import knorm
+from kngflow.noise import knorm_noise
 
 __all__ = ["NonPrivate", "OutputPerturbation", "NoisyGD", "ObjectivePerturbation", "ExtendedObjectivePerturbation",
            "DPSGD", "KNG", "HingeKNG", "DEFAULT_REG", "cms_constants", "perturbed_log_density",
@@ -231,7 +231,7 @@ class _Objective(Mechanism):
         norm, scale, ridge = self.law(data, epsilon)
         if not (math.isfinite(scale) and math.isfinite(ridge)):  # eps ~ 1e-300: the data-independent 0
             return _release(np.zeros(data.d), 0, "none")
-        V = knorm(rng, norm, data.d, scale)
+        V = knorm_noise(rng, norm, data.d, scale)
         tol_abs = self.tol * (data.n + float(np.linalg.norm(V)))
         w, it, _ = _minimise(data, ridge, V, tol_abs=tol_abs, max_iter=self.max_iter)
         return _release(w, it)
