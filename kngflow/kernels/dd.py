@@ -20,7 +20,8 @@ error certified a posteriori:
 * :func:`inverse_norm_bound` bounds ``||G^{-1}||_2`` from the computed ``M``: with
   ``R = I - M G`` and ``α >= ||R||_F`` (rounding of the product included),
   ``||G^{-1}||_2 <= ||M||_F / (1 - α)`` when ``α < 1`` (``G^{-1} = (M G)^{-1} M``);
-* :func:`solve_certificate`: ``||θ - G^{-1} v||_2 <= ||G^{-1}||_2 (||r||_2 + e)``.
+* :func:`solve_certificate`: ``||θ - G^{-1} v||_2 <= ||G^{-1}||_2 (||r||_2 + e)``;
+  :func:`certified_solve` refines, certifies and scales in one call.
 
 Everything is compiled once (``cache=True``) with one signature per function.
 """
@@ -34,7 +35,7 @@ import numpy as np
 from kngflow._jit import jit
 
 __all__ = ["UNIT", "two_sum", "two_prod", "residual_dd", "refine_solve", "inverse_norm_bound",
-           "solve_certificate", "scale_dd", "affine_dd", "gram_residual_norm"]
+           "solve_certificate", "certified_solve", "scale_dd", "affine_dd", "gram_residual_norm"]
 
 #: unit roundoff of float64
 UNIT = 2.0**-53
@@ -158,9 +159,9 @@ def inverse_norm_bound(G, M):
 
 
 @jit
-def solve_certificate(G, M, vh, vl, hi, lo, verr):
+def solve_certificate(G, inv_norm, vh, vl, hi, lo, verr):
     """A bound on ``||(hi + lo) - G^{-1} v||_2`` for a right-hand side ``v`` within ``verr``
-    (ℓ2) of ``vh + vl`` (inf when none is certified)."""
+    (ℓ2) of ``vh + vl``, given ``inv_norm >= ||G^{-1}||_2`` (:func:`inverse_norm_bound`)."""
     d = vh.shape[0]
     rh = np.empty(d)
     rl = np.empty(d)
@@ -169,7 +170,18 @@ def solve_certificate(G, M, vh, vl, hi, lo, verr):
     for i in range(d):
         t = abs(rh[i]) + abs(rl[i])
         r2 += t * t
-    return inverse_norm_bound(G, M) * (math.sqrt(r2) * (1.0 + 4.0 * d * UNIT) + err + verr)
+    return inv_norm * (math.sqrt(r2) * (1.0 + 4.0 * d * UNIT) + err + verr)
+
+
+@jit
+def certified_solve(G, M, inv_norm, vh, vl, hi, lo, verr, iters, s):
+    """Refine ``hi + lo`` towards ``G^{-1} v`` (:func:`refine_solve`), certify it
+    (:func:`solve_certificate`) and scale it by ``s`` (:func:`scale_dd`), in one call;
+    returns the bound on ``||s (hi + lo) - s G^{-1} v||_∞`` (``|s|`` times the certificate
+    plus the scaling's rounding)."""
+    refine_solve(G, M, vh, vl, hi, lo, iters)
+    cert = solve_certificate(G, inv_norm, vh, vl, hi, lo, verr)
+    return cert * abs(s) * (1.0 + 2.0 * UNIT) + scale_dd(hi, lo, s)
 
 
 @jit

@@ -51,7 +51,7 @@ from typing import Any
 
 __all__ = ["SpecError", "Spec", "MechanismSpec", "parse_spec", "load_spec", "LIMITS"]
 
-TOP_LEVEL = ("name", "description", "seed", "problem", "grid", "sampler", "mechanisms")
+TOP_LEVEL = ("name", "description", "seed", "problem", "grid", "sampler", "hardened", "mechanisms")
 GRID_KEYS = ("n", "epsilon", "replicates")
 GRID_OPTIONAL = ("allow_extreme",)
 
@@ -357,6 +357,10 @@ def parse_spec(text: str) -> Spec:
 
     # ---------------------------------------------------------------- sampler
     sampler = dict(_check_table(raw.get("sampler", {}), "sampler"))
+    # the study-level switch: every mechanism's default for `hardened` (its own field wins)
+    hardened = raw.get("hardened")
+    if hardened is not None and not isinstance(hardened, bool):
+        raise SpecError("hardened", f"must be true or false, got {hardened!r}")
 
     # ---------------------------------------------------------------- mechanisms
     kinds = registry.kind_names(pname)
@@ -399,6 +403,8 @@ def parse_spec(text: str) -> Spec:
             elif key in entry:
                 sampler_used[key] = True
         options.update(entry)
+        if hardened is not None and "hardened" not in options:
+            options["hardened"] = hardened
         built = mechanism_options(problem, options)
         try:
             api.get_mechanism(pname, kind, **built)

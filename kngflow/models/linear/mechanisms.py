@@ -9,6 +9,7 @@ docstring states the density it samples and why it is ε-DP.
 from __future__ import annotations
 
 
+import functools
 import math
 
 import numpy as np
@@ -16,7 +17,7 @@ import numpy as np
 from kngflow._jit import jit
 from kngflow.mechanisms.generic import GRADIENT_MAP_PROPOSALS, gradient_map_draws
 from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, HardeningError, coupling_hardening, snap
-from kngflow.kernels.dd import affine_dd, gram_residual_norm, inverse_norm_bound, refine_solve, scale_dd, solve_certificate
+from kngflow.kernels.dd import affine_dd, certified_solve, gram_residual_norm, inverse_norm_bound, scale_dd
 from kngflow.noise import knorm_noise
 from kngflow.kernels.optimize import project_l1_ball, quadratic_l1_ball
 from kngflow.models.linear.problem import (
@@ -61,6 +62,31 @@ def two_sum_arrays(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray
     s = a + b
     bb = s - a
     return s, (a - (s - bb)) + (b - bb)
+
+
+def certified_factors(G: np.ndarray) -> tuple:
+    """``(G, G^{-1}, ||G^{-1}||_2 bound, L, tv)`` of a well-conditioned ``G`` for hardened
+    exact draws: the computed inverse, the certified bound on the inverse's norm
+    (:func:`~kngflow.kernels.dd.inverse_norm_bound`), the Cholesky factor ``L`` and
+    ``tv = 1.5 ||G^{-1}||_2 ||L L^T - G||_F`` (:meth:`Exponential._tv_certified`).  Every
+    release on a data set asks this of the same ``G``: cached by its bytes."""
+    G = np.ascontiguousarray(G, dtype=np.float64)
+    return _certified_factors(G.tobytes(), G.shape)
+
+
+@functools.lru_cache(maxsize=64)
+def _certified_factors(buffer: bytes, shape: tuple) -> tuple:
+    G = np.frombuffer(buffer).reshape(shape).copy()
+    Ginv = np.linalg.inv(G)
+    inv_norm = inverse_norm_bound(G, Ginv)
+    try:
+        chol = np.linalg.cholesky(G)
+        tv = 1.5 * inv_norm * gram_residual_norm(chol, G)
+    except np.linalg.LinAlgError:
+        chol, tv = _NO_FACTOR, np.inf
+    for arr in (G, Ginv, chol):
+        arr.setflags(write=False)
+    return G, Ginv, inv_norm, chol, tv
 
 
 def snap_rounding(h: Hardening, x: np.ndarray) -> float:
@@ -267,23 +293,17 @@ class _Sampled(_Linear):
         hi = lo = None
         info = None
         if self.sampler in ("auto", "exact") and well_conditioned(stats.G):
-            G = np.ascontiguousarray(stats.G, dtype=np.float64)
-            Ginv = np.linalg.inv(G)
+            G, Ginv, inv_norm, chol, tv = certified_factors(stats.G)
             theta = np.empty((1, d))
             u = np.empty((1, d))
-            factor, ascale = self._factor(G, a)
+            factor, ascale = self._factor(chol, a)
             tries = kng_exact(rng, Ginv, stats.c, ascale, self.bound, self._kind, int(self.max_tries), theta, u, factor)
             if tries > 0:
                 vh, vl, verr = self._rhs(np.asarray(stats.c, dtype=np.float64), u[0], factor, ascale)
                 hi, lo = theta[0].copy(), np.zeros(d)
-                refine_solve(G, Ginv, vh, vl, hi, lo, REFINE_STEPS)
-                cert = solve_certificate(G, Ginv, vh, vl, hi, lo, verr)
-                err = scale_dd(hi, lo, scale)
-                if cert * abs(scale) + err + snap_rounding(h, hi) <= h.eta and self._tv_certified(G, Ginv, factor):
+                err = certified_solve(G, Ginv, inv_norm, vh, vl, hi, lo, verr, REFINE_STEPS, scale)
+                if err + snap_rounding(h, hi) <= h.eta and self._tv_certified(tv):
                     info = {"sampler": "exact", "acceptance": 1.0 / tries, "steps": tries}
-            elif self.sampler == "exact":
-                raise RuntimeError(
-                    f"exact sampler exhausted max_tries={self.max_tries}; use sampler='auto' or raise max_tries")
         elif self.sampler == "exact":
             raise RuntimeError("the exact sampler needs an invertible, well-conditioned G = X'X; use sampler='auto'")
         if info is None:
@@ -299,7 +319,7 @@ class _Sampled(_Linear):
             info = {"sampler": "metropolis", "acceptance": float(acc[0]), "steps": self.steps}
         return snap(hi, h, rng, lo), info
 
-    def _factor(self, G, a):
+    def _factor(self, chol, a):
         """The kernel's ``(factor, scale)`` for :func:`kng_exact` (KNG: no factor, ``1/a``)."""
         return _NO_FACTOR, 1.0 / a
 
@@ -309,7 +329,9 @@ class _Sampled(_Linear):
         vh, vl = two_sum_arrays(c, u)
         return vh, vl, 0.0
 
-    def _tv_certified(self, G, Ginv, factor) -> bool:
+    def _tv_certified(self, tv: float) -> bool:
+        """Whether the draw's law is certified (``tv``: :func:`certified_factors`); KNG's ``u``
+        is exact K-norm noise, so always."""
         return True
 
     def privacy_claim(self) -> Density:
@@ -467,9 +489,9 @@ class Exponential(_Sampled):
         ``I / (2 a lambda_max(G))`` and ``lambda_max(G) <= n d``."""
         return 1.0 / math.sqrt(2.0 * self._rate(d, epsilon) * n * d)
 
-    def _factor(self, G, a):
+    def _factor(self, chol, a):
         """Hardened draws: ``u = L z / sqrt(2a)`` with ``L`` the Cholesky factor of ``G``."""
-        return np.linalg.cholesky(G), 1.0 / math.sqrt(2.0 * a)
+        return chol, 1.0 / math.sqrt(2.0 * a)
 
     def _rhs(self, c, z, factor, ascale):
         """``c + s L z`` in double-double (:func:`~kngflow.kernels.dd.affine_dd`; the kernel
@@ -479,12 +501,12 @@ class Exponential(_Sampled):
         err = affine_dd(c, factor, z, ascale, vh, vl)
         return vh, vl, err
 
-    def _tv_certified(self, G, Ginv, factor) -> bool:
-        """Whether ``1.5 ||G^{-1}||_2 ||L L^T - G||_F <= 2^-40``: then the computed factor's
-        law ``N(0, s^2 L L^T)`` is within that total variation of ``N(0, s^2 G)``
-        (Devroye, Mehrabian & Reddad 2018, Theorem 1.1: at most
+    def _tv_certified(self, tv: float) -> bool:
+        """Whether ``tv = 1.5 ||G^{-1}||_2 ||L L^T - G||_F <= 2^-40`` (:func:`certified_factors`):
+        then the computed factor's law ``N(0, s^2 L L^T)`` is within that total variation of
+        ``N(0, s^2 G)`` (Devroye, Mehrabian & Reddad 2018, Theorem 1.1: at most
         ``1.5 ||Σ1^{-1/2} Σ2 Σ1^{-1/2} - I||_F``) for every try."""
-        return 1.5 * inverse_norm_bound(G, Ginv) * gram_residual_norm(factor, G) <= TV_PER_TRY
+        return tv <= TV_PER_TRY
 
     def _tv_bound(self) -> float:
         """``max_tries 2^-40``: a release makes at most ``max_tries`` tries, each within
