@@ -201,12 +201,13 @@ def perturbed_log_density(data: SVMData, theta, ridge: float, scale: float, norm
     flat = theta.reshape(-1, d)
     out = np.empty(flat.shape[0])
     X, y, h = data.X, data.y, data.h
+    XX = np.einsum("ia,ib->iab", X, X).reshape(data.n, d * d)  # x_i x_i' as rows
     step = max(1, 2_000_000 // data.n)
     for a in range(0, flat.shape[0], step):
         T = flat[a:a + step]
         d1, d2 = huber_derivatives(y[:, None] * (X @ T.T), h)  # (n, k)
         V = -((d1 * y[:, None]).T @ X + ridge * T)
-        H = np.einsum("ik,ia,ib->kab", d2, X, X) + ridge * np.eye(d)
+        H = (d2.T @ XX).reshape(-1, d, d) + ridge * np.eye(d)
         out[a:a + step] = -np.linalg.norm(V, _ORD[norm], axis=1) / scale + np.linalg.slogdet(H)[1]
     return out.reshape(theta.shape[:-1])
 

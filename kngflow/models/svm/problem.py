@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from numbers import Real
 from typing import NamedTuple
 
@@ -430,7 +430,6 @@ class SVMProblem(Problem):
     h: float = 0.5
     reg: float = 0.01
     metric: str = "misclassification"
-    name: str = field(default="svm", init=False)
 
     #: ``kngflow audit`` builds the problem with d = 2 (exact audits on a grid)
     audit_defaults = {"d": 2}
