@@ -8,6 +8,7 @@ ways: a true claim comes out ``agrees`` and its contradiction (the negative cont
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import math
 import tomllib
@@ -214,12 +215,17 @@ def store(tmp_path_factory):
 def test_report_prints_and_writes_the_verdicts(store, tmp_path):
     (tmp_path / "demo.claims.toml").write_text(
         claim(type="ordering", mechanisms=["good", "bad"]) + claim(id="rev", type="ordering", mechanisms=["bad", "good"]))
-    proc = kngflow_cli("report", store, "--out", tmp_path / "r", "--html", "--claims", tmp_path / "demo.claims.toml")
+    proc = kngflow_cli("report", store, "--html", "--claims", tmp_path / "demo.claims.toml")
     assert proc.returncode == 0, proc.stderr
-    for text in (proc.stdout, (tmp_path / "r" / "report.md").read_text()):
-        assert "## Paper claims" in text and "agrees 1, disagrees 1, inconclusive 0" in text
-        assert "| c | **agrees** |" in text and "| rev | **disagrees** |" in text
-    html = (tmp_path / "r" / "report.html").read_text()
+    out = Path(f"{store}-report")  # the default: STORE-report beside the store
+    # one line per file written, then the verdict counts: not the report itself
+    assert proc.stdout.splitlines() == [f"wrote {out / name}" for name in ("error_vs_n.png", "report.md", "report.html")] + [
+        "claims: 2 evaluated: 1 agrees, 1 disagrees, 0 inconclusive"], proc.stdout
+    assert proc.stderr == ""
+    text = (out / "report.md").read_text()
+    assert "## Paper claims" in text and "agrees 1, disagrees 1, inconclusive 0" in text
+    assert "| c | **agrees** |" in text and "| rev | **disagrees** |" in text
+    html = (out / "report.html").read_text()
     assert "Paper claims" in html and '<strong class="disagrees">disagrees</strong>' in html
 
 

@@ -50,6 +50,10 @@ r.images=Array.prototype.map.call(document.images,function(i){return [i.complete
 r.fetched=performance.getEntriesByType('resource').map(function(x){return x.name;})
  .filter(function(n){return n.indexOf('data:')!==0;});
 r.tables=document.querySelectorAll('table.sortable').length;
+var de=document.documentElement;r.width=[de.scrollWidth,de.clientWidth];
+r.hidden_columns=Array.prototype.filter.call(document.querySelectorAll('.scroll'),function(d){
+ return !d.closest('details:not([open])')&&d.scrollWidth>d.clientWidth;}).map(function(d){
+ return d.querySelector('th').textContent+': '+d.scrollWidth+' > '+d.clientWidth;});
 var t=document.getElementById('all-diagnosands');
 if(t){var ths=Array.prototype.slice.call(t.tHead.rows[0].cells);
  var col=ths.map(function(h){return h.textContent;}).indexOf('k');var th=ths[col];
@@ -67,15 +71,16 @@ def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
                           timeout=180)
 
 
-def _probe(page: Path, tmp_path: Path) -> tuple[dict, list[str]]:
-    """Load ``page`` with the probe; return what it recorded and Chromium's console log lines."""
+def _probe(page: Path, tmp_path: Path, width: int = 1280) -> tuple[dict, list[str]]:
+    """Load ``page`` with the probe in a window ``width`` px wide; return what it recorded and
+    Chromium's console log lines."""
     text = page.read_text(encoding="utf-8")
     assert text.count("<head>") == 1 and text.count("</body>") == 1
     probe = page.with_name("probe_" + page.name)
     probe.write_text(text.replace("<head>", "<head>" + PROBE_HEAD).replace("</body>", PROBE_BODY + "</body>"),
                      encoding="utf-8")
-    proc = _chromium(tmp_path, "--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000", "--dump-dom",
-                     probe.as_uri())
+    proc = _chromium(tmp_path, "--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000",
+                     f"--window-size={width},2000", "--dump-dom", probe.as_uri())
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = re.search(r'<pre id="probe">(.*?)</pre>', proc.stdout, re.S)
     assert found, "the probe did not run: " + proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -167,8 +172,20 @@ def test_figure1_report_shows_bias_and_rmse_per_coefficient_and_its_claims(fig1_
     header = next(line for line in table.splitlines() if line.startswith("|"))
     assert "bias" in header and "rmse" in header.lower()
     # the shipped claims are evaluated; those about n this reduced run lacks are inconclusive
-    assert "Paper claims" in md and "fig1-kng-reaches" in md and "not decidable on this store" in md
-    assert "releases of kng, exponential, objective were not hardened" in md
+    assert "Paper claims" in md and "fig1-kng-reaches" in md and "n = 10^7 not in this store" in md
+    assert "- Releases of kng, exponential, objective were not hardened" in md
+    # the caveats once, one sentence each; 5 replicates: banners, and no bias flag in the tables
+    assert md.count("## Caveats") == 1 and md.count("were not hardened") == 1 and ".; " not in md
+    assert "- Paper protocol: Y is divided by R = max|Y| computed WITHOUT privacy" in md
+    assert "> **Small sample:** some cells rest on as few as 5 finished replicates" in md
+    assert not [line for line in section.splitlines() if line.startswith("|") and "‡" in line]
+    # an undecided claim says why in its cell
+    slope = next(line for line in md.splitlines() if line.startswith("| fig1-nonprivate-slope |"))
+    assert "(5 replicates; needs ≥ 10)" in slope and "[—, —]" not in slope
+    # the header in words: the study's description, the data, the grid
+    assert md.startswith("# kngflow report: kng_linear\n\nKNG paper Figure 1: linear regression")
+    assert "- data: problem linear (d = 12, protocol = paper);" in md
+    assert "- grid: n = 10^2, 10^3; ε = 1; 5 replicates of each of 4 mechanisms: 40 cells" in md
 
 
 def test_html_report_is_one_file_holding_everything(eps_report):
@@ -185,10 +202,18 @@ def test_html_report_is_one_file_holding_everything(eps_report):
     assert text.count('<table class="sortable"') >= 6 and "function sortBy" in text
     assert "Bias and RMSE per coefficient</h2>" in text and 'id="all-diagnosands"' in text
     assert "gauss (ε, δ=1e-05)" in text and "(ε, δ=1e-05)-DP" in text
-    # the spec, the provenance (versions) and the caveats
-    assert "Spec</h2>" in text and html.escape('label = "gauss"', quote=False) in text
-    assert "Provenance</h2>" in text and "versions: numpy" in text and "versions: xarray" in text
-    assert "Caveats</h2>" in text and "synthetic store: Gaussian error laws" in text
+    # the header in words; the spec and the provenance (versions) folded at the end; the caveats once
+    assert "<li>grid: n = 10^3, 10^4; ε = 1/4, 1/2, 1, 2; 30 replicates of each of 3 mechanisms: 720 cells</li>" in text
+    assert "<li>kngflow synthetic</li>" in text and "<li>run: results last written 20" in text
+    prov = text[text.index('<h2 id="provenance">'):]
+    assert prov.index("<details><summary>") < prov.index("Spec</h3>") < prov.index("</details>")
+    assert html.escape('label = "gauss"', quote=False) in prov and "versions: numpy" in prov and "versions: xarray" in prov
+    assert text.count("Caveats</h2>") == 1 and text.count("Synthetic store: Gaussian error laws") == 1
+    assert ".; " not in text
+    # one table per question: the diagnosands table holds only the cells the per-coefficient
+    # tables do not show
+    assert "Diagnosands of the other cells</h2>" in text
+    assert "@media print" in text
     # figure captions are kept, θ* stays literal inside them
     assert "<figcaption>" in text and "‖θ*‖₂" in text
 
@@ -199,8 +224,12 @@ def test_browser_harness_flags_a_broken_page(tmp_path):
     page = tmp_path / "broken.html"
     page.write_text('<!DOCTYPE html><html><head><meta charset="utf-8"></head><body><p>x</p>'
                     '<img src="data:image/png;base64,AAAA"><script>console.error("boom"); notDefined();</script>'
+                    '<div class="scroll" style="overflow-x:auto"><table><tr><th>wide</th><td style="white-space:nowrap">'
+                    + "column " * 200 + "</td></tr></table></div><p style=\"width:1500px\">too wide</p>"
                     "</body></html>", encoding="utf-8")
-    probe, console = _probe(page, tmp_path)
+    probe, console = _probe(page, tmp_path, 800)
+    assert probe["width"][0] > probe["width"][1]  # the 1500 px paragraph overflows an 800 px window
+    assert len(probe["hidden_columns"]) == 1 and probe["hidden_columns"][0].startswith("wide: ")
     assert probe["images"] == [[True, 0, 0]]
     assert any("notDefined" in e for e in probe["errors"]) and any("boom" in e for e in probe["errors"])
     assert any("failed to load <img>" in e for e in probe["errors"])
@@ -208,15 +237,20 @@ def test_browser_harness_flags_a_broken_page(tmp_path):
 
 
 @needs_chromium
+@pytest.mark.parametrize("width", [1280, 800])
 @pytest.mark.parametrize("which", ["smoke", "eps", "fig1"])
-def test_html_report_renders_in_chromium(which, request, tmp_path):
+def test_html_report_renders_in_chromium(which, width, request, tmp_path):
     out, _ = request.getfixturevalue(f"{which}_report")
     page = out / "report.html"
     figures = len(list(out.glob("*.png")))
     assert figures >= 1
     _check_self_contained(page.read_text(encoding="utf-8"), figures=figures)
-    probe, console = _probe(page, tmp_path)
+    probe, console = _probe(page, tmp_path, width)
     assert probe["errors"] == [] and console == [], (probe["errors"], console)
+    # the page fits the window: no horizontal overflow, no column hidden behind a table's scroll
+    scroll_width, client_width = probe["width"]
+    assert scroll_width <= client_width and client_width > width - 40, probe["width"]
+    assert probe["hidden_columns"] == []
     assert probe["fetched"] == []  # nothing but data: URIs
     assert len(probe["images"]) == figures
     for complete, width, height in probe["images"]:  # every figure decoded at its PNG size
@@ -227,9 +261,74 @@ def test_html_report_renders_in_chromium(which, request, tmp_path):
     assert order == "ascending" and [int(k) for k in ks] == sorted(int(k) for k in probe["unsorted"])
     order, ks = probe["descending"]
     assert order == "descending" and [int(k) for k in ks] == sorted((int(k) for k in probe["unsorted"]), reverse=True)
+    if width != 1280:
+        return
     # the screenshot is no blank page: many colours, a good share of non-white pixels
     pixels = _screenshot(page, tmp_path)
     assert pixels.shape[:2] == (3000, 1200)
     colours = np.unique(pixels.reshape(-1, 3), axis=0).shape[0]
     inked = float((pixels.min(axis=2) < 200).mean())
     assert colours > 200 and inked > 0.02, (colours, inked)
+
+
+def _print_to_pdf(page: Path, tmp_path: Path) -> tuple[int, str, int]:
+    """Print ``page`` to PDF with headless Chromium: ``(pages, text, images)``, the text from
+    ``pdftotext -raw`` with its whitespace collapsed, the images counted by ``pdfimages -list``."""
+    pdf = tmp_path / (page.stem + ".pdf")
+    proc = _chromium(tmp_path, "--no-pdf-header-footer", f"--print-to-pdf={pdf}", page.as_uri())
+    assert proc.returncode == 0 and pdf.is_file(), proc.stderr[-3000:]
+    info = subprocess.run(["pdfinfo", str(pdf)], capture_output=True, text=True, check=True).stdout
+    pages = int(re.search(r"^Pages:\s+(\d+)", info, re.M).group(1))
+    text = subprocess.run(["pdftotext", "-raw", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    listing = subprocess.run(["pdfimages", "-list", str(pdf)], capture_output=True, text=True, check=True).stdout
+    return pages, " ".join(text.split()), len(listing.splitlines()) - 2
+
+
+def _shown_tables(text: str) -> list[tuple[list[str], list[str]]]:
+    """Header and last row (cell texts) of every table of the page not folded in a <details>."""
+    tables = []
+    for block in re.split(r"<details>.*?</details>", text, flags=re.S):
+        for table in re.findall(r"<table\b.*?</table>", block, re.S):
+            rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)
+            cells = [[html.unescape(re.sub(r"<[^>]+>", "", c)).strip()
+                      for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", r, re.S)] for r in (rows[0], rows[-1])]
+            tables.append((cells[0], cells[1]))
+    return tables
+
+
+needs_poppler = pytest.mark.skipif(shutil.which("pdftotext") is None or shutil.which("pdfinfo") is None,
+                                   reason="no pdftotext/pdfinfo (poppler-utils)")
+
+
+@needs_chromium
+@needs_poppler
+def test_pdf_check_catches_a_clipped_column(tmp_path):
+    """Negative control of the PDF check: a table wider than the page loses its last column."""
+    page = tmp_path / "wide.html"
+    header = "".join(f"<th>column{i}</th>" for i in range(60)) + "<th>LASTCOLUMN</th>"
+    page.write_text('<!DOCTYPE html><html><head><meta charset="utf-8"></head><body><div style="overflow:hidden">'
+                    f'<table style="white-space:nowrap"><tr>{header}</tr></table></div></body></html>', encoding="utf-8")
+    pages, text, _images = _print_to_pdf(page, tmp_path)
+    ((shown, _last),) = _shown_tables(page.read_text(encoding="utf-8"))
+    assert pages == 1 and "column0" in text and "LASTCOLUMN" not in text
+    assert "".join(shown) not in "".join(text.split())
+
+
+@needs_chromium
+@needs_poppler
+@pytest.mark.parametrize("which", ["eps", "fig1"])
+def test_html_report_prints_to_pdf_with_every_column_and_figure(which, request, tmp_path):
+    """``--print-to-pdf`` (the print stylesheet): a few pages holding every figure and, for
+    every table shown (not folded), its whole header and its last row, in order."""
+    out, _ = request.getfixturevalue(f"{which}_report")
+    page = out / "report.html"
+    pages, text, images = _print_to_pdf(page, tmp_path)
+    assert 2 <= pages <= 15, pages
+    assert images == len(list(out.glob("*.png")))
+    tables = _shown_tables(page.read_text(encoding="utf-8"))
+    assert len(tables) >= 5
+    squeezed = "".join(text.split())  # cells wrap (at spaces and after hyphens) in print
+    for header, last in tables:
+        assert "".join("".join(header).split()) in squeezed, header
+        assert "".join("".join(last).split()) in squeezed, last
+    assert "Small sample" in text if which == "fig1" else "Small sample" not in text
