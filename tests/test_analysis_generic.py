@@ -225,7 +225,9 @@ def test_plan_worker_memory_from_problem_data_bytes():
     bigger = plan.estimate(spec, cost)
     assert bigger.worker_bytes - base.worker_bytes == 1000 * 50 - 4 * plan.DEFAULT_BLOCK_ROWS * (d + 1) * 8
 
-    class OldStyle:  # no data_bytes: the planner's own default
+    from kngflow.problems import Problem
+
+    class OldStyle(Problem):  # declares no data_bytes: the contract's default
         pass
 
     old = OldStyle()

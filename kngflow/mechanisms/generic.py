@@ -188,6 +188,10 @@ class Sampled(Mechanism):
 
     kind = ""
     diagnostics = SAMPLER_DIAGNOSTICS
+    #: the K-norm of the energy (KNG's ``norm`` option; the exponential mechanism's loss takes none)
+    norm: str = "linf"
+    #: ``parameter_box(d) -> (lo, hi) | None``, a box holding Theta for the audits; None: the problem's
+    parameter_box = None
     #: samplers this mechanism has, best first (subclasses restrict or extend)
     samplers: tuple = ("metropolis",)
     #: Metropolis along preconditioned directions (see :meth:`draw_preconditioned`)
@@ -314,7 +318,7 @@ class Sampled(Mechanism):
         raise NotImplementedError
 
     def energy_data(self, data, a):
-        code = NORM_CODES[getattr(self, "norm", "linf")]
+        code = NORM_CODES[self.norm]
         return (self.kernel_args(data), float(a), code, np.empty(data.d))
 
     def _jacobian(self):
@@ -378,7 +382,7 @@ class Sampled(Mechanism):
     def privacy_claim(self) -> Density:
         """The law of the release: :meth:`log_density`, on the mechanism's ``parameter_box(d)``
         where it defines one, else on the problem's."""
-        return Density(log_density=self.log_density, parameter_box=getattr(self, "parameter_box", None),
+        return Density(log_density=self.log_density, parameter_box=self.parameter_box,
                        additive_centre=self.centre)
 
     def log_density(self, data, epsilon, theta):

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from kngflow.problems.base import DEFAULT_BLOCK_ROWS  # noqa: F401 - the contract's default, named here for the planner
+
 __all__ = [
     "Task",
     "CostModel",
@@ -56,19 +58,13 @@ SCHEDULER_SECONDS_PER_TASK = 4.5e-3
 CLIENT_SECONDS_PER_CELL = 56e-6
 #: Fraction of one core past which the plan warns that the scheduler or the client saturates.
 SATURATION = 0.5
-#: Rows per streamed block assumed for a problem that does not declare ``data_bytes(n)``:
-#: a data set then takes four blocks of ``d + 1`` float64 columns in a worker.
-DEFAULT_BLOCK_ROWS = 1 << 16
 
 
 def _data_set_bytes(problem, ns) -> int:
     """Worker memory of the largest simulated data set: ``problem.data_bytes(n)`` maximised
-    over ``ns``, or four blocks of :data:`DEFAULT_BLOCK_ROWS` rows of ``d + 1`` float64 for a
-    problem without the method."""
-    method = getattr(problem, "data_bytes", None)
-    if callable(method):
-        return max(int(method(int(n))) for n in ns)
-    return 4 * DEFAULT_BLOCK_ROWS * (int(problem.d) + 1) * 8
+    over ``ns`` (the contract's default: four blocks of :data:`DEFAULT_BLOCK_ROWS` rows of
+    ``d + 1`` float64)."""
+    return max(int(problem.data_bytes(int(n))) for n in ns)
 
 
 @dataclass(frozen=True)
@@ -378,7 +374,7 @@ def estimate(spec, cost: CostModel, *, progress: dict | None = None, chunks: dic
             longest = max(longest, min(reps, per_task) * cost.replicate_seconds(n, spec.labels, E))
     per_task_cells = max(min(R, cost.replicates_per_task(n, spec.labels, E)) for n in spec.n) * M * E
     worker = WORKER_BASE_BYTES + _data_set_bytes(problem, spec.n) + per_task_cells * (d + 8) * 8
-    data_vars = getattr(problem, "data_variables", {})
+    data_vars = problem.data_variables
     data_bytes = sum(8 * (d if "coef" in decl[0] else 1) for decl in data_vars.values())
     number_bytes = cells * (8 * (d + 4) + 3) + len(spec.n) * R * data_bytes
     sizes = {"mechanism": M, "n": len(spec.n), "epsilon": E, "replicate": R}

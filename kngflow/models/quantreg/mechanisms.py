@@ -91,7 +91,7 @@ class _QuantReg:
         out = np.empty((size, data.d))
         acc = np.empty(size)
         base_scale = self.base_scale if self.base == "gaussian" else 0.0
-        code = NORM_CODES[getattr(self, "norm", "linf")]
+        code = NORM_CODES[self.norm]
         qr_metropolis_chains(
             rng, data.X, data.y, data.tau, a, np.asarray(center, float), float(B), base_scale,
             self._target, code, int(steps or self.steps), out, acc,
@@ -104,7 +104,7 @@ class _QuantReg:
             raise ValueError("sampler 'gibbs' needs base='uniform'")
         a = self.rate(data, epsilon)
         out = np.empty((size, data.d))
-        code = NORM_CODES[getattr(self, "norm", "linf")]
+        code = NORM_CODES[self.norm]
         qr_gibbs_chains(
             rng, data.X, data.y, data.tau, a, self.bound, self._target, code, int(sweeps or self.gibbs_sweeps), out
         )
