@@ -50,7 +50,7 @@ from kngflow.mechanisms.claims import Density, StatisticNoise
 from kngflow.mechanisms.generic import NonPrivateBase
 from kngflow.models.pca.problem import (PCAData, canonical_basis, top_eigenvectors, upper_sensitivity,
                                         upper_triangle)
-from kngflow.models.pca.sampler import bingham_gibbs, bingham_sphere, haar_stiefel
+from kngflow.models.pca.sampler import bingham_gibbs, bingham_vector, haar_stiefel
 
 __all__ = ["NonPrivate", "AnalyzeGauss", "ModSULQ", "SULQ", "Exponential", "check_pca_data",
            "analytic_gaussian_sigma"]
@@ -74,6 +74,12 @@ def check_pca_data(data) -> PCAData:
 
 
 def _release_basis(V: np.ndarray) -> np.ndarray:
+    """The canonical basis of ``span(V)``, flattened row-major (``k = 1``: the sign making the first
+    coordinate above 1e-9 in magnitude positive, as :func:`canonical_basis` gives it)."""
+    if V.shape[1] == 1:
+        v = V[:, 0]
+        big = np.flatnonzero(np.abs(v) > 1e-9)
+        return v / np.linalg.norm(v) * (1.0 if v[big[0]] > 0 else -1.0)
     return canonical_basis(V).ravel()
 
 
@@ -275,7 +281,7 @@ class Exponential(Mechanism):
         rng = check_rng(rng)
         C = self.rate(data, epsilon) * data.A
         if data.k == 1:
-            x, tries = bingham_sphere(C, rng, 1, self.max_tries)
+            x, tries = bingham_vector(rng, np.ascontiguousarray(C), self.max_tries)
             return x.reshape(data.d, 1), {"sampler": "exact", "acceptance": 1.0 / tries, "steps": tries}
         V0 = haar_stiefel(data.d, data.k, rng)
         V, tries = bingham_gibbs(rng, np.ascontiguousarray(C), V0, self.sweeps, self.max_tries)

@@ -40,7 +40,7 @@ import numpy as np
 
 from kngflow._jit import jit
 
-__all__ = ["acg_b", "bingham_draws", "bingham_gibbs", "bingham_sphere", "haar_stiefel"]
+__all__ = ["acg_b", "bingham_draws", "bingham_gibbs", "bingham_sphere", "bingham_vector", "haar_stiefel"]
 
 #: bisection steps for KGM's ``b`` (halves ``[1, d]`` below 1e-15 relative for d <= 2^10)
 _BISECT = 80
@@ -115,6 +115,24 @@ def bingham_draws(rng, lam, size, max_tries):
     return out, total
 
 
+@jit
+def bingham_vector(rng, C, max_tries):
+    """One exact draw ``x`` from ``∝ exp(x^T C x)`` on the unit sphere (``C`` symmetric, C-contiguous)
+    and the number of proposals it took: :func:`bingham_sphere` for one draw, in one compiled call."""
+    d = C.shape[0]
+    c, Q = np.linalg.eigh(C)
+    lam = np.empty(d)
+    for i in range(d):
+        lam[i] = c[d - 1] - c[i]
+    lam[d - 1] = 0.0
+    b, omega_sqrt, log_m = _envelope(lam)
+    w = np.empty(d)
+    tries = _bingham_one(rng, lam, b, omega_sqrt, log_m, w, max_tries)
+    if tries > max_tries:
+        raise RuntimeError("Bingham rejection sampler: no proposal accepted within max_tries")
+    return Q @ w, tries
+
+
 def bingham_sphere(C: np.ndarray, rng: np.random.Generator, size: int, max_tries: int = 1_000_000):
     """``size`` exact draws (rows) from the density ``∝ exp(x^T C x)`` on the unit sphere of ``R^d``
     (``C`` symmetric), and the number of proposals they took."""
@@ -127,19 +145,48 @@ def bingham_sphere(C: np.ndarray, rng: np.random.Generator, size: int, max_tries
 
 @jit
 def _complement(V, j):
-    """Orthonormal basis (columns) of the orthogonal complement of the columns of ``V`` but ``j``."""
+    """Orthonormal basis (columns) of the orthogonal complement of the columns of ``V`` but ``j``.
+
+    Gram–Schmidt (two passes) of ``e_1, e_2, ...`` against those columns and the basis kept so
+    far, keeping residuals above 1e-6.  All ``m = d - k + 1`` are found: a unit ``u`` left in the
+    complement would satisfy ``1 = u^T u = sum_e u_e (u^T r_e)`` with every ``|u^T r_e| < 1e-6``
+    (kept ``e`` contribute 0), impossible for ``d < 10^12``.
+    """
     d, k = V.shape
-    P = np.eye(d)
-    for a in range(d):
-        for b in range(d):
-            s = 0.0
-            for l in range(k):
-                if l != j:
-                    s += V[a, l] * V[b, l]
-            P[a, b] -= s
-    w, Q = np.linalg.eigh(P)
     m = d - k + 1
-    return np.ascontiguousarray(Q[:, d - m:])
+    N = np.zeros((d, m))
+    r = np.empty(d)
+    kept = 0
+    for e in range(d):
+        if kept == m:
+            break
+        for a in range(d):
+            r[a] = 0.0
+        r[e] = 1.0
+        for _ in range(2):
+            for l in range(k):
+                if l == j:
+                    continue
+                s = 0.0
+                for a in range(d):
+                    s += V[a, l] * r[a]
+                for a in range(d):
+                    r[a] -= s * V[a, l]
+            for q in range(kept):
+                s = 0.0
+                for a in range(d):
+                    s += N[a, q] * r[a]
+                for a in range(d):
+                    r[a] -= s * N[a, q]
+        nr = 0.0
+        for a in range(d):
+            nr += r[a] * r[a]
+        nr = math.sqrt(nr)
+        if nr > 1e-6:
+            for a in range(d):
+                N[a, kept] = r[a] / nr
+            kept += 1
+    return N
 
 
 @jit
