@@ -25,6 +25,8 @@ __all__ = [
     "problem_options",
     "allowed_options",
     "private_quantile",
+    "load_dataset",
+    "DATASETS",
     "PROBLEMS",
     "MECHANISMS",
     # the data helpers: a user's own records -> a mechanism's input
@@ -70,6 +72,18 @@ _HELPERS = {
     "GeoMedianProblem": "kngflow.models.geomedian.problem",
     "private_quantile": "kngflow.models.quantile.mechanisms",
 }
+
+#: the real data sets the built-in models serve: name -> the problem that serves it (its model's
+#: ``datasets`` module preprocesses it)
+DATASETS = {"randhie": "linear", "fair": "logistic"}
+
+
+def load_dataset(name: str):
+    """The preprocessed real data set ``name`` (one of :data:`DATASETS`), read once per process
+    by the ``datasets`` module of the model that serves it."""
+    if name not in DATASETS:
+        raise ValueError(f"dataset must be one of {sorted(DATASETS)}, got {name!r}")
+    return importlib.import_module(f"{registry.BUILTIN_MODELS[DATASETS[name]]}.datasets").load_dataset(name)
 
 
 def __getattr__(name: str):
@@ -139,7 +153,9 @@ def get_mechanism(problem: str, kind: str, **options):
                          f"reference, got {problem!r}")
     cls = registry.mechanism_class(problem, kind)
     allowed = cls.option_names()
-    unknown = sorted(set(options) - set(allowed))
+    # every class takes `hardened` (listed only where it can be honoured; the class refuses
+    # hardened=True in one line where it cannot)
+    unknown = sorted(set(options) - set(allowed) - {"hardened"})
     if unknown:
         raise TypeError(f"unknown option(s) {unknown} for mechanism {kind!r}; allowed options: {allowed}")
     if "hardened" not in options and cls.private and cls.declares_hardening():

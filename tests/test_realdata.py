@@ -8,8 +8,8 @@ import pytest
 import statsmodels.api as sm
 
 from conftest import WORKFLOWS, kngflow_cli, reduced_workflow, run_and_report
-from kngflow.api import get_mechanism, get_problem
-from kngflow.problems.datasets import DATASETS, load_dataset, truncate_and_scale
+from kngflow.api import DATASETS, get_mechanism, get_problem, load_dataset
+from kngflow.problems.datasets import truncate_and_scale
 from kngflow.models.linear.problem import dataset_stats
 from kngflow.models.logistic.problem import dataset_data
 from kngflow.sweep import SpecError, load_spec, parse_spec

@@ -259,9 +259,9 @@ def stats_from_arrays(
 
 @functools.cache
 def dataset_stats(name: str) -> LinearStats:
-    """Sufficient statistics of the real data set ``name`` (:mod:`kngflow.problems.datasets`),
+    """Sufficient statistics of the real data set ``name`` (:mod:`kngflow.models.linear.datasets`),
     computed once per process; ``G`` and ``c`` are read-only (shared by every replicate)."""
-    from kngflow.problems.datasets import load_dataset
+    from kngflow.models.linear.datasets import load_dataset
 
     data = load_dataset(name)
     stats = stats_from_arrays(data.X, data.y, y_bound=1.0)
@@ -280,7 +280,7 @@ class LinearProblem(Problem):
     ``Y`` to ``[-y_bound, y_bound]`` and scales by the public ``y_bound``.
 
     With ``dataset`` (Awan & Slavković §6.3) the data are a fixed real data set,
-    preprocessed once per process (:mod:`kngflow.problems.datasets`): ``simulate``
+    preprocessed once per process (:mod:`kngflow.models.linear.datasets`): ``simulate``
     ignores its generator and returns the same sufficient statistics for every
     replicate, so replicates differ only by the mechanisms' noise; ``theta_star`` is the
     non-private OLS estimate on those data, so ``error`` is the distance to it; ``d`` is
@@ -340,7 +340,7 @@ class LinearProblem(Problem):
                 raise ValueError(f"y_bound must be finite and > 0 with protocol 'public_bound', got {self.y_bound!r}")
 
     def _init_dataset(self) -> None:
-        from kngflow.problems.datasets import check_dataset, load_dataset
+        from kngflow.models.linear.datasets import check_dataset, load_dataset
 
         check_dataset(self.dataset, "linear")
         stats = dataset_stats(self.dataset)
@@ -367,7 +367,7 @@ class LinearProblem(Problem):
     @property
     def caveats(self) -> str:
         if self.dataset is not None:
-            from kngflow.problems.datasets import load_dataset
+            from kngflow.models.linear.datasets import load_dataset
 
             return (
                 f"real data set {self.dataset!r} (n = {dataset_stats(self.dataset).n}, fixed: replicates differ only "

@@ -257,9 +257,9 @@ def perturbed_minimiser(X, y, gamma, V, tol_abs, max_iter):
 
 @functools.cache
 def dataset_data(name: str) -> LogisticData:
-    """The real data set ``name`` (:mod:`kngflow.problems.datasets`) as :class:`LogisticData`:
+    """The real data set ``name`` (:mod:`kngflow.models.logistic.datasets`) as :class:`LogisticData`:
     read once per process, read-only arrays shared by every replicate (no mechanism writes them)."""
-    from kngflow.problems.datasets import load_dataset
+    from kngflow.models.logistic.datasets import load_dataset
 
     data = load_dataset(name)
     return LogisticData(data.X, data.y)
@@ -280,7 +280,7 @@ class LogisticProblem(SimulatedProblem):
     ``X_ij ~ U[-1, 1]``, ``U_i ~ U[0, 1]``, ``Y_i = 1{U_i < sigma(x_i' beta)}``.
 
     With ``dataset`` the data are a fixed real data set, preprocessed once per process
-    (:mod:`kngflow.problems.datasets`): ``simulate`` ignores its generator and returns
+    (:mod:`kngflow.models.logistic.datasets`): ``simulate`` ignores its generator and returns
     the same read-only arrays for every replicate (replicates differ only by the
     mechanisms' noise); ``beta`` — hence ``theta_star`` — is set to the non-private MLE
     on those data, so ``error`` is the distance to it; ``m`` is the data set's and ``n``
@@ -300,7 +300,7 @@ class LogisticProblem(SimulatedProblem):
 
     def __post_init__(self):
         if self.dataset is not None:
-            from kngflow.problems.datasets import check_dataset
+            from kngflow.models.logistic.datasets import check_dataset
 
             check_dataset(self.dataset, "logistic")
             if self.beta is not None:
@@ -328,7 +328,7 @@ class LogisticProblem(SimulatedProblem):
     def caveats(self) -> str:
         if self.dataset is None:
             return ""
-        from kngflow.problems.datasets import load_dataset
+        from kngflow.models.logistic.datasets import load_dataset
 
         data = load_dataset(self.dataset)
         return (
@@ -346,7 +346,7 @@ class LogisticProblem(SimulatedProblem):
         """``n >= 1``; with ``dataset``, ``n`` must be its number of rows."""
         super().check_n(n)
         if self.dataset is not None:
-            from kngflow.problems.datasets import load_dataset
+            from kngflow.models.logistic.datasets import load_dataset
 
             rows = load_dataset(self.dataset).n
             if n != rows:
