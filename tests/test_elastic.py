@@ -395,14 +395,14 @@ def test_store_records_provenance(tmp_path):
 def test_window_counts_the_adaptive_maximum():
     from distributed import Client
 
-    from kngflow.sweep.cluster import local_cluster
-    from kngflow.sweep.engine import _Window
+    from kngflow.sweep.cluster import adapt_cluster, local_cluster
+    from kngflow.sweep.runner import _Window
 
     with local_cluster(1, dashboard_address=None) as cluster, Client(cluster) as client:
         client.wait_for_workers(1, timeout=60)
         window = _Window(client, CostModel())
         assert (window.threads, window.capacity, window.in_flight) == (1, 1, 4)
-        cluster.adapt(minimum=1, maximum=600)  # the run's own adaptive cluster may grow to 600
+        adapt_cluster(cluster, minimum=1, maximum=600)  # the run's own adaptive cluster may grow to 600
         window.refresh(force=True)
         assert (window.threads, window.capacity, window.in_flight) == (1, 600, 1200)
         assert window.sizing()[0].task_seconds == pytest.approx(600 / MAX_TASK_RATE)

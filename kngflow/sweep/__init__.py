@@ -8,7 +8,9 @@ The names below are loaded on first use, so that reading a spec
 import importlib
 
 _EXPORTS = {
-    "engine": ("RunResult", "SpecMismatch", "compute_block", "prepare_store", "run_sweep", "run_task"),
+    "prepare": ("SpecMismatch", "prepare_store"),
+    "runner": ("RunResult", "run_sweep"),
+    "task": ("compute_block", "run_task"),
     "plan": ("CostModel", "Estimate", "Task", "calibrate", "default_chunks", "estimate", "iter_tasks", "plan_tasks"),
     "seeds": ("data_rng", "data_seed", "release_rng", "release_seed", "stable_key"),
     "spec": ("MechanismSpec", "Spec", "SpecError", "load_spec", "parse_spec"),

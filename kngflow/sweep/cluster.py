@@ -43,10 +43,12 @@ import copy
 import difflib
 import importlib
 import inspect
+import math
 import os
 import re
 import shlex
 import shutil
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -276,7 +278,7 @@ def _from_factory(cfg: dict):
             f"cluster.factory: {ref} returned {type(made).__name__}, not a distributed.Client or a Cluster"
         )
     if cfg.get("adapt") and isinstance(made, Cluster):
-        made.adapt(**cfg["adapt"])
+        adapt_cluster(made, **cfg["adapt"])
     return made
 
 
@@ -549,6 +551,31 @@ def kubernetes_manifest(cfg: dict) -> dict:
     return out
 
 
+#: what kngflow asked of each adaptive cluster it made: cluster -> the most workers it may grow to
+#: (distributed keeps a cluster's ``Adaptive`` private, so the run keeps its own record)
+_ADAPTIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def adapt_cluster(cluster, *, minimum: int | None = None, maximum: int | None = None, jobs: bool = False,
+                  processes: int = 1) -> None:
+    """``cluster.adapt(...)`` between ``minimum`` and ``maximum`` workers (``jobs``: batch jobs of
+    ``processes`` workers each, dask-jobqueue), and a record of the maximum for :func:`adaptive_maximum`."""
+    if jobs:
+        cluster.adapt(minimum_jobs=minimum, maximum_jobs=maximum)
+    else:
+        cluster.adapt(**{k: v for k, v in (("minimum", minimum), ("maximum", maximum)) if v is not None})
+    _ADAPTIVE[cluster] = math.inf if maximum is None else float(maximum) * (max(1, int(processes)) if jobs else 1)
+
+
+def adaptive_maximum(cluster) -> float | None:
+    """The most workers ``cluster`` was asked to adapt up to (:func:`adapt_cluster`; ``inf``: no
+    maximum), or None when kngflow did not make it adaptive."""
+    try:
+        return _ADAPTIVE.get(cluster)
+    except TypeError:  # not weak-referenceable: not one of ours
+        return None
+
+
 def cluster_from_config(cfg: dict, *, start: bool = True) -> Cluster:
     """Build the cluster a validated config describes.
 
@@ -595,7 +622,8 @@ def cluster_from_config(cfg: dict, *, start: bool = True) -> Cluster:
             raise ClusterConfigError(f"cluster.options: {exc}") from None
         if start:
             if adapt:
-                cluster.adapt(minimum_jobs=adapt.get("minimum"), maximum_jobs=adapt.get("maximum"))
+                adapt_cluster(cluster, minimum=adapt.get("minimum"), maximum=adapt.get("maximum"), jobs=True,
+                                   processes=opts.get("processes") or 1)
             else:
                 cluster.scale(jobs=cfg["jobs"] or 1)
         return cluster
@@ -612,7 +640,7 @@ def cluster_from_config(cfg: dict, *, start: bool = True) -> Cluster:
         except TypeError as exc:
             raise ClusterConfigError(f"cluster.options: {exc}") from None
         if start and adapt:
-            cluster.adapt(minimum=adapt.get("minimum"), maximum=adapt.get("maximum"))
+            adapt_cluster(cluster, minimum=adapt.get("minimum"), maximum=adapt.get("maximum"))
         return cluster
     opts = dict(cfg["options"])
     if cfg.get("jobs") is not None:
@@ -624,7 +652,7 @@ def cluster_from_config(cfg: dict, *, start: bool = True) -> Cluster:
     except TypeError as exc:
         raise ClusterConfigError(f"cluster.options: {exc}") from None
     if start and adapt:
-        cluster.adapt(**adapt)
+        adapt_cluster(cluster, **adapt)
     return cluster
 
 
