@@ -3,32 +3,38 @@ r"""Black-box privacy audits: sample releases, bound the privacy loss from below
 For adjacent data sets ``D, D'`` an ε-DP mechanism satisfies
 ``P_D(E) <= e^ε P_D'(E)`` for every event ``E``.  The audit
 
-1. picks the pair (unless given): random restarts over candidate pairs of the problem's
-   records, then local moves (the changed record or its replacement becomes another
-   record of the domain; the other records change), each pair scored on a small sample
-   of releases by the bound its best event would give
-   (:func:`~kngflow.audit.search.search_pair`);
-2. draws a separate *pilot* sample on ``D`` and ``D'`` (in alternating batches) and
-   chooses, from it alone, the events: its first half fits statistics of a release
-   (projections on the mean difference, Fisher and principal directions and the axes, a
-   Gaussian and a kernel log likelihood ratio, histogram log likelihood ratios), its second half the
-   threshold events ``{s > t}``, ``{s <= t}`` and orientations whose bound on ``draws``
-   fresh releases is predicted largest (:func:`~kngflow.audit.search.select_events`);
-3. draws ``draws`` fresh releases on each side and counts each chosen event;
+1. picks the pair (unless given) over the problem's declared records: releases drawn on
+   the data set completed by each record score every swap of one record for another
+   (coordinate ascent with restarts where the records are too many), the other records
+   of the data set are changed by local moves, and the best few pairs are scored again
+   on larger samples (:func:`~kngflow.audit.search.search_pair`);
+2. draws a separate *pilot* sample on ``D`` and ``D'`` and chooses, from it alone, the
+   events: its first half fits statistics of a release (projections on the mean
+   difference, Fisher and principal directions and the axes, a Gaussian and a kernel log
+   likelihood ratio, histogram log likelihood ratios), its second half the threshold
+   events ``{s > t}``, ``{s <= t}`` and orientations whose bound on ``draws`` fresh
+   releases is predicted largest (:func:`~kngflow.audit.search.select_events`);
+3. draws ``draws`` fresh releases on each side and counts each chosen event (with
+   ``target_power``: as many draws as a loss of that size needs to be flagged with
+   probability 0.9, by the pilot's masses of the events, up to ``max_draws``);
 4. reports ``max log((lo_D(E) - δ) / hi_D'(E))`` over the ``k`` chosen events in their
    orientations, with ``lo``/``hi`` one-sided Clopper–Pearson bounds at level
    ``alpha / (2 k)`` (Bonferroni).  The events depend on the pilot only, so with
    probability at least ``1 - alpha`` every bound holds at once and the reported value is
    a lower confidence bound on the privacy loss: an ε-DP mechanism is flagged (bound > ε)
-   with probability at most ``alpha``.
+   with probability at most ``alpha``;
+5. states its power: the smallest loss on this pair, realised on one of its events, that
+   these draws flag with probability at least 0.9 (:mod:`~kngflow.audit.power`).
 
 The bound is on the loss of the searched pair and events only: a pass is evidence, not
 proof, of privacy; a flag is a proof of a violation at confidence ``1 - alpha`` (for the
-law the mechanism samples).  :func:`audit_callable` runs steps 2–4 on any release
+law the mechanism samples).  :func:`audit_callable` runs steps 2–5 on any release
 function and two given inputs.
 
-Mechanisms whose sampler is approximate (MCMC fallbacks) are audited as they run: the
-guarantee then concerns the law they actually sample.
+Releases are drawn in chunks with their own seeds (:mod:`~kngflow.audit.runner`), in
+this process or as Dask tasks (``runner``): the bound is the same whatever the number of
+workers.  Mechanisms whose sampler is approximate (MCMC fallbacks) are audited as they
+run: the guarantee then concerns the law they actually sample.
 
 The side-channel audit (:func:`side_channel_audit`) runs the same test on every output a
 release carries besides its released record (``Release.record()``): each ``info`` field
@@ -37,28 +43,31 @@ and the wall time of the call, one at a time.
 
 from __future__ import annotations
 
-import time
-import zlib
+import math
 
 import numpy as np
 from scipy import stats as sps
 
+from . import power as pw
 from .exact import AuditResult
 from .pairs import AdjacentPair, audit_view
-from .search import best_predicted, clean, search_pair, select_events, statistics
+from .runner import Chunk, LocalRunner, chunk_sizes, releases
+from .search import SMOOTH, _cp_lo, best_predicted, clean, search_pair, select_events, statistics
 
 __all__ = ["clopper_pearson", "loss_lower_bound", "blackbox_audit", "side_channel_audit", "audit_callable",
            "sample_releases", "planned_releases"]
 
 #: Default family-wise error of one audit (probability of flagging an ε-DP mechanism).
 ALPHA = 1e-5
-#: Default fresh releases per side (a Laplace mechanism run at 2ε is flagged).
-DRAWS = 100_000
+#: Default fresh releases per side (the calibration suite's broken mechanisms at 1.4 ε are
+#: flagged with it: ``docs/audits.md``).
+DRAWS = 50_000
+#: Default releases per declared record (and per side of a pair) that score the pairs.
+SCORE_DRAWS = 500
 #: Events chosen on the pilot and counted on the fresh draws.
 EVENTS = 4
-#: Releases drawn on one side before switching to the other.
-BATCH = 500
-
+#: Default most fresh releases per side that ``target_power`` may ask for.
+MAX_DRAWS = 10**7
 
 
 def clopper_pearson(k: np.ndarray, n: int, level: float) -> tuple[np.ndarray, np.ndarray]:
@@ -97,35 +106,6 @@ def _pilot_size(draws: int, pilot: int | None) -> int:
     return int(pilot) if pilot is not None else max(1000, min(draws // 5, 20_000))
 
 
-def _releases(mechanism, data, epsilon, rng, size):
-    """``size`` releases on ``data``: estimates (size, d) and the other outputs as a dict of
-    float arrays (``info`` fields, a text value as a stable number, wall time as ``seconds``)."""
-    est, side = [], {}
-    for _ in range(size):
-        t = time.perf_counter()
-        rel = mechanism.release(data, epsilon, rng)
-        dt = time.perf_counter() - t
-        est.append(np.concatenate([np.ravel(v) for v in rel.record().values()]))
-        for k, v in rel.diagnostics().items():
-            side.setdefault(k, []).append(float(zlib.crc32(v.encode())) if isinstance(v, str) else float(v))
-        side.setdefault("seconds", []).append(dt)
-    return np.array(est, dtype=float).reshape(size, -1), {k: np.array(v) for k, v in side.items()}
-
-
-def sample_releases(mechanism, problem, records, epsilon, rng, size, progress=None):
-    """``size`` releases on the data set ``records``: estimates (size, d) and the other
-    outputs as a dict of float arrays (``info`` fields, ``sampler`` as its code, and the
-    wall time of each call as ``seconds``)."""
-    data = problem.audit_data(records)
-    parts = []
-    for start in range(0, size, BATCH):
-        k = min(BATCH, size - start)
-        parts.append(_releases(mechanism, data, epsilon, rng, k))
-        if progress:
-            progress(k)
-    return _join(parts)
-
-
 def _join(parts):
     if not parts:
         return np.empty((0, 0)), {}
@@ -135,102 +115,163 @@ def _join(parts):
     return est, side
 
 
-def _draw_both(draw_a, draw_b, size, progress):
-    """``size`` draws on each side, in alternating batches (slow drifts of the machine —
-    timings, caches — then fall on both sides alike)."""
-    pa, pb = [], []
-    for start in range(0, size, BATCH):
-        k = min(BATCH, size - start)
-        pa.append(draw_a(k))
-        pb.append(draw_b(k))
-        if progress:
-            progress(2 * k)
-    return _join(pa), _join(pb)
+class _Sampler:
+    """The releases of one audit: each request is numbered, and its chunks are drawn from
+    the streams ``(request, data set, chunk)`` of the audit's seed, on ``runner``; the
+    chunks of the data sets of a request alternate (slow drifts of the machine — timings,
+    caches — then fall on both sides alike)."""
+
+    def __init__(self, mechanism, problem, epsilon, seed, runner, progress):
+        self.mechanism, self.problem, self.epsilon, self.seed = mechanism, problem, float(epsilon), int(seed)
+        self.runner = runner or LocalRunner()
+        self.progress = progress
+        self.requests = 0
+
+    def accepts(self, records) -> bool:
+        try:
+            self.problem.audit_data(records)
+        except ValueError:
+            return False
+        return True
+
+    def __call__(self, datasets, size, reduce=None):
+        """Per data set: ``(estimates, other outputs)`` joined over its chunks, or the list of
+        ``reduce(...)`` of its chunks; None for a data set the problem rejects."""
+        request = self.requests
+        self.requests += 1
+        ok = [self.accepts(X) for X in datasets]
+        sizes = chunk_sizes(size)
+        chunks, owner = [], []
+        for c, k in enumerate(sizes):
+            for i, X in enumerate(datasets):
+                if ok[i]:
+                    chunks.append(Chunk(np.asarray(X, dtype=float), k, (request, i, c)))
+                    owner.append(i)
+        res = self.runner.map(self.mechanism, self.problem, self.epsilon, self.seed, chunks, reduce, self.progress)
+        per = [[] for _ in datasets]
+        for i, r in zip(owner, res):
+            per[i].append(r)
+        if reduce is not None:
+            return [p if ok[i] else None for i, p in enumerate(per)]
+        return [_join(p) if ok[i] else None for i, p in enumerate(per)]
 
 
-def _event_test(pa, pb, a, b, alpha, delta=0.0, events=EVENTS):
-    """Lower confidence bound on the loss (at ``delta``) and its details.
+class _Counter:
+    """Counts of the chosen events among releases (the main stage's reduction, run where
+    the releases are drawn)."""
 
-    Pilots ``pa``, ``pb`` (rows) choose the events: their first halves fit the statistics
-    (:func:`~kngflow.audit.search.statistics`), their second halves the thresholds and
-    orientations (:func:`~kngflow.audit.search.select_events`).  The fresh samples ``a``,
-    ``b`` are counted once per chosen event; each of its two Clopper–Pearson bounds holds
-    at level ``alpha / (2 k)`` (``k`` events), so all hold at once w.p. >= 1 - alpha.
-    """
+    def __init__(self, cleaner, events):
+        self.cleaner, self.events = cleaner, events
+
+    def __call__(self, est, side):
+        x = self.cleaner(est)
+        return np.array([int(ev.indicator(x).sum()) for ev in self.events], dtype=np.int64), len(x)
+
+
+def _choose(pa, pb, n, alpha, delta, events):
+    """The cleaning map and the chosen events from pilots ``pa``, ``pb`` (rows): first halves
+    fit the statistics, second halves choose thresholds and orientations for ``n`` fresh
+    draws per side."""
     cl = clean(np.vstack([pa, pb]))
-    pa, pb, a, b = cl(pa), cl(pb), cl(a), cl(b)
+    pa, pb = cl(pa), cl(pb)
     ha, hb = len(pa) // 2, len(pb) // 2
     stats = statistics(pa[:ha], pb[:hb])
-    na, nb = len(a), len(b)
-    chosen = select_events(stats, pa[ha:], pb[hb:], min(na, nb), alpha / (2 * events), delta, events)
-    info = {"events": [], "pilot": (len(pa), len(pb))}
+    chosen = select_events(stats, pa[ha:], pb[hb:], n, alpha / (2 * events), delta, events)
+    return cl, chosen, (pa[ha:], pb[hb:])
+
+
+def _pilot_masses(chosen, sa, sb):
+    """``(p_num, p_den)`` of each event on the select samples, the numerator's shrunk one
+    standard error down (the event was chosen for it)."""
+    out = []
+    for ev in chosen:
+        ka, kb = float(ev.indicator(sa).sum()), float(ev.indicator(sb).sum())
+        (kn, mn), (kd, md) = ((ka, len(sa)), (kb, len(sb))) if ev.forward else ((kb, len(sb)), (ka, len(sa)))
+        out.append((float(_cp_lo(kn, mn, SMOOTH)), kd / md))
+    return out
+
+
+def _test(chosen, counts_a, counts_b, na, nb, alpha, delta, epsilon):
+    """The bound from the counts of the chosen events, its details and power statement."""
+    info = {"events": [], "draws": (na, nb)}
     if not chosen or na == 0 or nb == 0:
+        info["power"] = {"loss": math.inf, "power": pw.POWER, "method": "no event was chosen"}
+        info["notes"] = ["power: no event was found on the pilot; this audit would flag no loss"]
         return 0.0, info
     level = alpha / (2 * len(chosen))
-    best = 0.0
-    for ev in chosen:
-        ka, kb = int(ev.indicator(a).sum()), int(ev.indicator(b).sum())
+    best, masses = 0.0, []
+    for ev, ka, kb in zip(chosen, counts_a, counts_b):
+        ka, kb = int(ka), int(kb)
         (num, n_num), (den, n_den) = ((ka, na), (kb, nb)) if ev.forward else ((kb, nb), (ka, na))
         lo, _ = clopper_pearson(np.array([num]), n_num, level)
         _, hi = clopper_pearson(np.array([den]), n_den, level)
         with np.errstate(divide="ignore"):
             b_ev = float(np.log(max(lo[0] - delta, 0.0)) - np.log(hi[0]))
+        masses.append((num / n_num, den / n_den))
         info["events"].append({"event": ev.describe(), "orientation": "D over D'" if ev.forward else "D' over D",
                                "count_D": ka, "count_D'": kb, "draws": (na, nb), "predicted": ev.predicted,
                                "bound": max(b_ev, 0.0)})
         best = max(best, b_ev)
     top = max(info["events"], key=lambda e: e["bound"])
     info["event"] = top["event"]
-    kb_top = top["count_D'"]
+    k_other = top["count_D'"]
+    loss = pw.loss_at_power(masses, min(na, nb), level, epsilon, delta)
+    method = "binomial law of the event counts at the masses measured on the fresh draws"
+    info["power"] = {"loss": loss, "power": pw.POWER, "method": method}
+    statement = (f"power: a loss of {loss:.3f} or more on this pair, realised on one of its {len(chosen)} events, "
+                 f"is flagged with probability >= {pw.POWER:g} with these draws ({method})"
+                 if math.isfinite(loss) else
+                 f"power: no loss below {pw.LOSS_MAX:g} on these events is flagged with probability >= {pw.POWER:g} "
+                 "with these draws (their masses are too small)")
     info["notes"] = [(f"event: {top['event']} ({top['orientation']}): {top['count_D']} of {na} fresh releases "
-                      f"on D, {kb_top} of {nb} on D'")]
+                      f"on D, {k_other} of {nb} on D'"), statement]
     return max(best, 0.0), info
 
 
-def _pair_score(extract, sampler, size, n, level, delta, progress):
-    """Score of a pair: the best predicted bound of a projection event on ``size`` releases
-    per side (-inf when the problem rejects a data set of the pair)."""
+def _fresh_counts(sampler, pair, cl, chosen, draws):
+    """Counts of the chosen events on ``draws`` fresh releases per side of ``pair``."""
+    if not chosen:
+        return np.zeros(0), np.zeros(0), 0, 0
+    per = sampler(list(pair.datasets()), draws, reduce=_Counter(cl, chosen))
+    (ca, na), (cb, nb) = ((np.sum([c for c, _ in p], axis=0), sum(m for _, m in p)) for p in per)
+    return ca, cb, na, nb
 
-    def score(p):
-        try:
-            (ea, sa), (eb, sb) = sampler(p, size, progress)
-        except ValueError:
-            return -np.inf
-        a, b = extract(ea, sa), extract(eb, sb)
+
+def _plan_draws(chosen, selects, draws, target_power, max_draws, alpha, delta, epsilon):
+    """Draws per side for the main stage: ``draws``, or (``target_power``) the draws that
+    flag a loss of ``target_power`` w.p. 0.9 on one of the events at their pilot masses."""
+    if target_power is None or not chosen:
+        return int(draws)
+    masses = _pilot_masses(chosen, *selects)
+    return max(int(draws), pw.draws_for_loss(masses, float(target_power), alpha / (2 * len(chosen)), epsilon,
+                                             delta, start=int(draws), budget=int(max_draws)))
+
+
+def _searched(sampler, problem, mechanism, extract, *, draws, candidates, moves, score_draws, seed, alpha,
+              delta):
+    """The searched pair and the search's details."""
+    level = alpha / (2 * EVENTS)
+
+    def score(a, b):
         cl = clean(np.vstack([a, b]))
-        return best_predicted(cl(a), cl(b), n, level, delta)
+        return best_predicted(cl(a), cl(b), draws, level, delta)
 
-    return score
+    def sample(datasets, size):
+        return [None if r is None else extract(*r) for r in sampler(datasets, size)]
 
-
-def _collect(mechanism, problem, epsilon, pair, *, draws, pilot, candidates, moves, score_draws, seed, extract,
-             delta, alpha, progress):
-    """The pair (searched on ``extract``-ed releases when None), search details, and the
-    pilot and main samples on both sides, each an ``(estimates, other outputs)`` tuple."""
-    problem = audit_view(mechanism, problem)
-    rng = np.random.default_rng(seed)
-
-    def sampler(p, size, prog):
-        A, B = (problem.audit_data(X) for X in p.datasets())
-        return _draw_both(lambda k: _releases(mechanism, A, epsilon, rng, k),
-                          lambda k: _releases(mechanism, B, epsilon, rng, k), size, prog)
-
-    search = {}
-    if pair is None:
-        score = _pair_score(extract, sampler, score_draws, draws, alpha / (2 * EVENTS), delta, progress)
-        pair, best, tried = search_pair(score, problem, rng, restarts=candidates,
-                                        moves=candidates if moves is None else moves, min_size=problem.d)
-        search = {"pairs_scored": tried, "pair_score": best}
-    pilots = sampler(pair, pilot, progress)
-    mains = sampler(pair, draws, progress)
-    return pair, search, (*pilots, *mains)
+    rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(2**31,)))
+    res = search_pair(sample, score, problem, rng, contexts=max(1, candidates // 4),
+                      moves=candidates if moves is None else moves, score_draws=score_draws, min_size=problem.d)
+    return res.pair, {"pairs_scored": res.details["swaps_scored"], "pair_score": res.score, "search": res.details}
 
 
 def planned_releases(draws: int, pilot: int | None = None, *, pair_given: bool = False, candidates: int = 8,
-                     moves: int | None = None, score_draws: int = 200) -> int:
-    """Releases one :func:`blackbox_audit` makes with these settings (for a progress bar);
-    the pair search may stop early, making fewer."""
-    search = 0 if pair_given else 2 * score_draws * (candidates + (candidates if moves is None else moves))
+                     moves: int | None = None, score_draws: int = SCORE_DRAWS, records: int = 0) -> int:
+    """Releases one :func:`blackbox_audit` makes with these settings, ``records`` declared
+    records (for a progress bar; the search may make fewer)."""
+    contexts = max(1, candidates // 4)
+    moves = candidates if moves is None else moves
+    search = 0 if pair_given else score_draws * (contexts * min(records, 64) + 2 * moves + 10 * 4)
     return search + 2 * (draws + _pilot_size(draws, pilot))
 
 
@@ -245,11 +286,14 @@ def blackbox_audit(
     pilot: int | None = None,
     candidates: int = 8,
     moves: int | None = None,
-    score_draws: int = 200,
+    score_draws: int = SCORE_DRAWS,
     bins: int = 10,
     alpha: float = ALPHA,
     events: int = EVENTS,
     seed: int = 0,
+    target_power: float | None = None,
+    max_draws: int = MAX_DRAWS,
+    runner=None,
     progress=None,
 ) -> AuditResult:
     """Black-box audit of the released record (the estimate).
@@ -260,32 +304,57 @@ def blackbox_audit(
     problem : object with ``d``, ``audit_records()`` and ``audit_data(records)``.
     epsilon : declared ε; ``run_epsilon`` is the one the mechanism runs at (default ε;
         a negative control runs at ``2 epsilon``).
-    pair : the adjacent pair; default: searched (``candidates`` random pairs, then
-        ``moves`` local moves, default ``candidates``; ``score_draws`` releases per side
-        score a pair).
-    draws : fresh releases per side counted for the bound (default 100 000: a Laplace
-        mechanism run at 2ε is flagged with probability about 1).
+    pair : the adjacent pair; default: searched over the declared records
+        (:func:`~kngflow.audit.search.search_pair`): every swap scored on ``score_draws``
+        releases per record in ``max(1, candidates // 4)`` sets of other records, then
+        ``moves`` (default ``candidates``) moves of the other records.
+    draws : fresh releases per side counted for the bound.
     pilot : releases per side that choose the events (default ``draws / 5``, between
         1 000 and 20 000).  events : events counted on the fresh draws (Bonferroni).
     bins : unused (the binned test it set is replaced by the event search); kept for callers.
     alpha : family-wise error: an ε-DP mechanism is flagged w.p. at most ``alpha``.
+    target_power : a loss L: draw as many fresh releases (at least ``draws``, at most
+        ``max_draws``) as make a loss of L on the pilot's events flagged w.p. >= 0.9.
+    runner : where releases are drawn (:class:`~kngflow.audit.runner.LocalRunner`, the
+        default, or :class:`~kngflow.audit.runner.DaskRunner`); the result does not depend on it.
     progress : optional callable ``progress(releases_done)``.
 
     Notes
     -----
     A mechanism with ``delta > 0`` ((ε, δ)-DP) is tested at its δ: the bound is on ε given
-    that δ (``P_D(E) <= e^ε P_D'(E) + δ``).
+    that δ (``P_D(E) <= e^ε P_D'(E) + δ``).  ``details["power"]`` holds the power statement
+    (:mod:`~kngflow.audit.power`).
     """
     run = float(epsilon if run_epsilon is None else run_epsilon)
     delta = _delta(mechanism)
     pilot = _pilot_size(draws, pilot)
-    pair, search, samples = _collect(mechanism, problem, run, pair, draws=draws, pilot=pilot, candidates=candidates,
-                                     moves=moves, score_draws=score_draws, seed=seed,
-                                     extract=lambda e, side: e, delta=delta, alpha=alpha, progress=progress)
-    (pa, _), (pb, _), (a, _), (b, _) = samples
-    bound, info = _event_test(pa, pb, a, b, alpha, delta, events)
+    problem = audit_view(mechanism, problem)
+    sampler = _Sampler(mechanism, problem, run, seed, runner, progress)
+    search = {}
+    if pair is None:
+        pair, search = _searched(sampler, problem, mechanism, lambda e, side: e, draws=draws, candidates=candidates,
+                                 moves=moves, score_draws=score_draws, seed=seed, alpha=alpha, delta=delta)
+    (pa, _), (pb, _) = sampler(list(pair.datasets()), pilot)
+    cl, chosen, selects = _choose(pa, pb, draws, alpha, delta, events)
+    n = _plan_draws(chosen, selects, draws, target_power, max_draws, alpha, delta, float(epsilon))
+    if n != draws:
+        cl, chosen, selects = _choose(pa, pb, n, alpha, delta, events)
+    ca, cb, na, nb = _fresh_counts(sampler, pair, cl, chosen, n)
+    bound, info = _test(chosen, ca, cb, na, nb, alpha, delta, float(epsilon))
+    info["pilot"] = (len(pa), len(pb))
     return AuditResult("black-box", repr(mechanism), float(epsilon), bound, 0.0, pair, bool(bound <= epsilon),
-                       {"run_epsilon": run, "draws": draws, "alpha": alpha, "delta": delta, **info, **search})
+                       {"run_epsilon": run, "draws": n, "alpha": alpha, "delta": delta, "seed": seed,
+                        "target_power": target_power, **info, **search})
+
+
+def sample_releases(mechanism, problem, records, epsilon, rng, size, progress=None):
+    """``size`` releases on the data set ``records`` from ``rng``: estimates (size, d) and
+    the other outputs as a dict of float arrays (``info`` fields, ``sampler`` as its code,
+    and the wall time of each call as ``seconds``)."""
+    out = releases(mechanism, problem.audit_data(records), epsilon, rng, size)
+    if progress:
+        progress(size)
+    return out
 
 
 def side_channel_audit(
@@ -302,6 +371,7 @@ def side_channel_audit(
     bins: int = 10,
     alpha: float = ALPHA,
     seed: int = 0,
+    runner=None,
     progress=None,
 ) -> AuditResult:
     """The black-box test on the released record and on every other output, field by field.
@@ -318,18 +388,33 @@ def side_channel_audit(
         return np.column_stack([side[k] for k in sorted(side)])
 
     pilot = _pilot_size(draws, pilot)
-    pair, search, samples = _collect(mechanism, problem, epsilon, pair, draws=draws, pilot=pilot,
-                                     candidates=candidates, moves=moves, score_draws=score_draws, seed=seed,
-                                     extract=side_only, delta=0.0, alpha=alpha, progress=progress)
-    (pa, sa), (pb, sb), (a, ta), (b, tb) = samples
+    problem = audit_view(mechanism, problem)
+    sampler = _Sampler(mechanism, problem, epsilon, seed, runner, progress)
+    search = {}
+    if pair is None:
+        pair, search = _searched(sampler, problem, mechanism, side_only, draws=draws, candidates=candidates,
+                                 moves=moves, score_draws=score_draws, seed=seed, alpha=alpha, delta=0.0)
+    (pa, sa), (pb, sb) = sampler(list(pair.datasets()), pilot)
+    (a, ta), (b, tb) = sampler(list(pair.datasets()), draws)
     level = alpha / (len(ta) + 1)
-    record, info = _event_test(pa, pb, a, b, level)
+    record, info = _event_test(pa, pb, a, b, level, 0.0, EVENTS, float(epsilon))
     fields = {}
     for k in sorted(ta):
-        bound, _ = _event_test(sa[k][:, None], sb[k][:, None], ta[k][:, None], tb[k][:, None], level)
+        bound, _ = _event_test(sa[k][:, None], sb[k][:, None], ta[k][:, None], tb[k][:, None], level, 0.0, EVENTS,
+                               float(epsilon))
         fields[k] = (bound, bool(bound > epsilon))
     return AuditResult("side-channel", repr(mechanism), float(epsilon), record, 0.0, pair, bool(record <= epsilon),
                        {"fields": fields, "draws": draws, "alpha": alpha, **info, **search})
+
+
+def _event_test(pa, pb, a, b, alpha, delta, events, epsilon):
+    """Bound, details and power statement from pilots ``pa``, ``pb`` and fresh samples ``a``, ``b`` (rows)."""
+    cl, chosen, _ = _choose(pa, pb, min(len(a), len(b)), alpha, delta, events)
+    ca = [int(ev.indicator(cl(a)).sum()) for ev in chosen]
+    cb = [int(ev.indicator(cl(b)).sum()) for ev in chosen]
+    bound, info = _test(chosen, ca, cb, len(a), len(b), alpha, delta, epsilon)
+    info["pilot"] = (len(pa), len(pb))
+    return bound, info
 
 
 def audit_callable(
@@ -351,7 +436,7 @@ def audit_callable(
     ``f(data, rng) -> array`` releases once on one input (any library's mechanism wrapped
     so; ``rng`` a numpy Generator it should draw its randomness from); ``data`` and
     ``other`` are the two neighbouring inputs.  The releases (flattened to vectors) go
-    through the same event search on a pilot and held-out estimation as
+    through the same event search on a pilot, held-out estimation and power statement as
     :func:`blackbox_audit`.  Returns an :class:`~kngflow.audit.exact.AuditResult` of kind
     "black-box" (no pair: the inputs are the caller's); flagged when the lower confidence
     bound on ε at ``delta`` exceeds ``epsilon``.
@@ -359,15 +444,15 @@ def audit_callable(
     rng = np.random.default_rng(seed)
     pilot = _pilot_size(draws, pilot)
 
-    def drawer(x):
-        def draw(k):
-            rows = [np.ravel(np.asarray(f(x, rng), dtype=float)) for _ in range(k)]
-            return np.array(rows, dtype=float).reshape(k, -1), {}
-        return draw
+    def draw(x, k):
+        rows = [np.ravel(np.asarray(f(x, rng), dtype=float)) for _ in range(k)]
+        if progress:
+            progress(k)
+        return np.array(rows, dtype=float).reshape(k, -1)
 
-    (pa, _), (pb, _) = _draw_both(drawer(data), drawer(other), pilot, progress)
-    (a, _), (b, _) = _draw_both(drawer(data), drawer(other), draws, progress)
-    bound, info = _event_test(pa, pb, a, b, alpha, float(delta), events)
+    pa, pb = draw(data, pilot), draw(other, pilot)
+    a, b = draw(data, draws), draw(other, draws)
+    bound, info = _event_test(pa, pb, a, b, alpha, float(delta), events, float(epsilon))
     name = getattr(f, "__qualname__", None) or repr(f)
     return AuditResult("black-box", name, float(epsilon), bound, 0.0, None, bool(bound <= epsilon),
                        {"draws": draws, "alpha": alpha, "delta": float(delta), **info})

@@ -4,24 +4,28 @@ tell two release laws apart best.
 **Event search** (:func:`select_events`).  From a *fit* sample of releases on each side
 (rows), :func:`statistics` builds real-valued statistics of a release: projections on the
 coordinate axes, the mean difference, the Fisher direction and the extreme principal axes;
-a Gaussian log likelihood ratio (QDA); a kernel density log ratio; smoothed histogram log likelihood ratios on the
-leading one and two directions.  An event is ``{s(x) > t}`` or ``{s(x) <= t}`` for one
-statistic ``s`` and a threshold ``t`` among the quantiles of a separate *select* sample.
-Each event and orientation (``D`` over ``D'`` or ``D'`` over ``D``) is scored by the bound
-it would give on ``n`` fresh draws per side (:func:`predicted_bound`): the select
-sample's proportions, shrunk by one standard error towards the ratio 1, put through the
-one-sided Clopper–Pearson bounds at the final test's level.  That trades the log ratio
-against the mass of the event (a rare event with a large ratio is worth little on ``n``
-draws).  The best events are then counted on fresh draws by the caller: the events depend
-on the fit and select samples only, so the Clopper–Pearson bounds of the fresh counts
-keep their level.
+a Gaussian log likelihood ratio (QDA); a kernel density log ratio; smoothed histogram log
+likelihood ratios on the leading one and two directions; and the sum over the coordinate
+axes of one-dimensional histogram log ratios (exact for laws that are products over the
+coordinates, such as Laplace noise added coordinate by coordinate).  An event is
+``{s(x) > t}`` or ``{s(x) <= t}`` for one statistic ``s`` and a threshold ``t`` among the
+quantiles of a separate *select* sample.  Each event and orientation (``D`` over ``D'``
+or ``D'`` over ``D``) is scored by the bound it would give on ``n`` fresh draws per side
+(:func:`predicted_bound`): the select sample's proportions, shrunk by one standard error
+towards the ratio 1, put through the one-sided Clopper–Pearson bounds at the final test's
+level.  That trades the log ratio against the mass of the event (a rare event with a
+large ratio is worth little on ``n`` draws).  The best events are then counted on fresh
+draws by the caller: the events depend on the fit and select samples only, so the
+Clopper–Pearson bounds of the fresh counts keep their level.
 
-**Pair search** (:func:`search_pair`).  Random restarts over candidate pairs of the
-problem's records (:func:`~kngflow.audit.pairs.candidate_pairs`), then greedy local moves
-from the best pair found: the changed record or its replacement becomes another record of
-the domain (boundary and fill records), the other records change (size of the data set,
-some or all of them replaced by a fill record).  Each pair is scored by a caller's
-function (the predicted bound of the best event on a small sample of releases).
+**Pair search** (:func:`search_pair`).  The declared records (the problem's boundary and
+fill records) are covered swap by swap: releases are drawn once on the data set
+completed by each record, and every swap of one record for another is scored from two
+of these samples (:func:`best_predicted`: the predicted bound of the best event on them).
+Record sets too large for that are searched by coordinate ascent with restarts
+(:func:`ascend`).  The other records of the data set (their number and which fill
+records) are then changed by local moves, and the best few pairs are scored again on
+larger fresh samples before the audit spends its draws on the winner.
 """
 
 from __future__ import annotations
@@ -31,10 +35,12 @@ from typing import NamedTuple
 
 import numpy as np
 from scipy import stats as sps
+from scipy.special import ndtri
 
-from .pairs import SIZES, AdjacentPair, candidate_pairs
+from .pairs import SIZES, AdjacentPair
 
-__all__ = ["Statistic", "Event", "statistics", "select_events", "predicted_bound", "search_pair", "clean"]
+__all__ = ["Statistic", "Event", "statistics", "select_events", "predicted_bound", "best_predicted", "search_pair",
+           "SearchResult", "ascend", "score_matrix", "domain", "clean"]
 
 #: One-sided level of the shrinkage of select-sample proportions (one standard error).
 SMOOTH = 0.1587
@@ -157,6 +163,24 @@ def _histogram_ratio(name, V: np.ndarray, a: np.ndarray, b: np.ndarray, bins: in
     return Statistic(name, lambda x: lr[cells(x @ V)])
 
 
+def _axes_ratio(a: np.ndarray, b: np.ndarray, bins: int) -> Statistic:
+    """Sum over the coordinate axes of smoothed one-dimensional histogram log ratios
+    (pooled-quantile cells): the log likelihood ratio of two laws that are products over
+    the coordinates, estimated one coordinate at a time."""
+    d = a.shape[1]
+    parts = []
+    for j in range(d):
+        e = _edges(np.concatenate([a[:, j], b[:, j]]), bins)
+        ca = np.bincount(np.searchsorted(e, a[:, j], side="right"), minlength=len(e) + 1) + 0.5
+        cb = np.bincount(np.searchsorted(e, b[:, j], side="right"), minlength=len(e) + 1) + 0.5
+        parts.append((e, np.log(ca / ca.sum()) - np.log(cb / cb.sum())))
+
+    def fn(x):
+        return sum(lr[np.searchsorted(e, x[:, j], side="right")] for j, (e, lr) in enumerate(parts))
+
+    return Statistic("sum of per-axis histogram log-ratios", fn)
+
+
 def _kernel_ratio(a: np.ndarray, b: np.ndarray, centres: int = KERNEL_CENTRES) -> Statistic:
     """Log ratio of Gaussian kernel density estimates (at most ``centres`` points per side,
     whitened by the pooled covariance, Scott's bandwidth)."""
@@ -214,9 +238,11 @@ def statistics(a: np.ndarray, b: np.ndarray, *, cheap: bool = False) -> list[Sta
     same sample chooses the events."""
     dirs = directions(a, b)
     out = [_projection(name, v) for name, v in dirs]
+    m = min(len(a), len(b))
+    if a.shape[1] >= 2 and m >= 100:
+        out.append(_axes_ratio(a, b, int(np.clip(np.sqrt(m) / (4 if cheap else 2), 4, 64))))
     if cheap:
         return out
-    m = min(len(a), len(b))
     if m >= 40:
         bins = int(np.clip(np.sqrt(m) / 2, 8, 64))
         for name, v in dirs[:3]:
@@ -247,44 +273,62 @@ def _cp_hi(k, n, level):
     return np.where(k < n, sps.beta.ppf(1 - level, k + 1, np.maximum(n - k, 1e-12)), 1.0)
 
 
+def _wilson(k, n, z, upper: bool):
+    """Wilson score bound for ``k`` successes of ``n`` at ``z`` standard errors (vectorised;
+    a fast stand-in for Clopper–Pearson where bounds only rank events)."""
+    k = np.asarray(k, dtype=float)
+    p = k / n
+    centre = p + z * z / (2 * n)
+    half = z * np.sqrt(np.maximum(p * (1 - p), 0.0) / n + z * z / (4 * n * n))
+    return np.clip((centre + half if upper else centre - half) / (1 + z * z / n), 0.0, 1.0)
+
+
 def predicted_bound(k_num, m_num, k_den, m_den, n: int, level: float, delta: float = 0.0) -> np.ndarray:
     """The bound ``log((lo_num - delta) / hi_den)`` that ``n`` fresh draws per side would
-    give (Clopper–Pearson at ``level``) if their proportions were the select sample's
-    (``k`` of ``m``), each shrunk one standard error towards the other side's."""
-    p_num = _cp_lo(k_num, m_num, SMOOTH)
-    p_den = _cp_hi(k_den, m_den, SMOOTH)
-    lo = _cp_lo(p_num * n, n, level)
-    hi = _cp_hi(p_den * n, n, level)
+    give at one-sided ``level`` if their proportions were the select sample's (``k`` of
+    ``m``), each shrunk one standard error towards the other side's.  Wilson score bounds
+    stand in for Clopper–Pearson (this only ranks events; the test itself is exact)."""
+    s, z = -ndtri(SMOOTH), -ndtri(level)
+    p_num = _wilson(k_num, m_num, s, upper=False)
+    p_den = _wilson(k_den, m_den, s, upper=True)
+    lo = _wilson(p_num * n, n, z, upper=False)
+    hi = _wilson(p_den * n, n, z, upper=True)
     with np.errstate(divide="ignore"):
         return np.log(np.maximum(lo - delta, 0.0)) - np.log(hi)
 
 
-def _thresholds(values: np.ndarray) -> np.ndarray:
+def _thresholds(values: np.ndarray, most: int = THRESHOLDS) -> np.ndarray:
     u = np.unique(values)
-    if len(u) <= THRESHOLDS:
+    if len(u) <= most:
         return u[:-1] if len(u) > 1 else u
-    return np.unique(np.quantile(values, np.linspace(0, 1, THRESHOLDS + 2)[1:-1]))
+    return u[np.linspace(0, len(u) - 1, most + 2).astype(int)[1:-1]]
 
 
 def select_events(stats: list[Statistic], a: np.ndarray, b: np.ndarray, n: int, level: float,
-                  delta: float = 0.0, keep: int = 4) -> list[Event]:
+                  delta: float = 0.0, keep: int = 4, thresholds: int = THRESHOLDS) -> list[Event]:
     """The ``keep`` best events (one per statistic and orientation at most) by
     :func:`predicted_bound` on the select samples ``a``, ``b`` for ``n`` fresh draws."""
     best = []
     ma, mb = len(a), len(b)
     for st in stats:
         sa, sb = np.asarray(st.fn(a), dtype=float), np.asarray(st.fn(b), dtype=float)
-        t = _thresholds(np.concatenate([sa, sb]))
+        t = _thresholds(np.concatenate([sa, sb]), thresholds)
         ka = ma - np.searchsorted(np.sort(sa), t, side="right")  # counts of s > t
         kb = mb - np.searchsorted(np.sort(sb), t, side="right")
-        for upper in (True, False):
+        combos = [(u, f) for u in (True, False) for f in (True, False)]
+        num, den, mn, md = [], [], [], []
+        for upper, forward in combos:  # all four orientations in one call
             ea, eb = (ka, kb) if upper else (ma - ka, mb - kb)
-            for forward in (True, False):
-                num, mn, den, md = (ea, ma, eb, mb) if forward else (eb, mb, ea, ma)
-                pred = predicted_bound(num, mn, den, md, n, level, delta)
-                i = int(np.argmax(pred))
-                if np.isfinite(pred[i]) and pred[i] > 0:
-                    best.append(Event(st, float(t[i]), upper, forward, float(pred[i])))
+            num.append(ea if forward else eb)
+            den.append(eb if forward else ea)
+            mn.append(ma if forward else mb)
+            md.append(mb if forward else ma)
+        pred = predicted_bound(np.array(num), np.array(mn)[:, None], np.array(den), np.array(md)[:, None],
+                               n, level, delta)
+        for (upper, forward), row in zip(combos, pred):
+            i = int(np.argmax(row))
+            if np.isfinite(row[i]) and row[i] > 0:
+                best.append(Event(st, float(t[i]), upper, forward, float(row[i])))
     best.sort(key=lambda e: -e.predicted)
     out, seen = [], set()
     for ev in best:  # distinct events only (on the select samples)
@@ -299,75 +343,252 @@ def select_events(stats: list[Statistic], a: np.ndarray, b: np.ndarray, n: int, 
 
 def best_predicted(a: np.ndarray, b: np.ndarray, n: int, level: float, delta: float = 0.0) -> float:
     """Score of a pair from small samples: the best predicted bound over the projection
-    events, the same samples choosing directions and thresholds (ranking only)."""
-    ev = select_events(statistics(a, b, cheap=True), a, b, n, level, delta, keep=1)
+    events and the per-axis histogram log-ratio, the same samples choosing the statistics
+    and thresholds (for ranking pairs only)."""
+    ev = select_events(statistics(a, b, cheap=True), a, b, n, level, delta, keep=1, thresholds=16)
     return ev[0].predicted if ev else 0.0
 
 
 # ----------------------------------------------------------------------------- pairs
 
+#: Largest declared record set whose every swap is scored (64 records: 2016 swaps).
+EXHAUSTIVE_RECORDS = 64
+#: Swaps per criterion re-scored on fresh, larger samples before the best is chosen.
+REFINE_TOP = 3
+#: Successive halving of those: (sample size in units of the scoring samples, pairs kept).
+REFINE_ROUNDS = ((2, 3), (12, 1))
 
-def _domain(problem) -> tuple[np.ndarray, np.ndarray]:
+
+def domain(problem) -> tuple[np.ndarray, np.ndarray]:
+    """``(records, fill)``: the distinct declared records (boundary and fill), and the fill records."""
     boundary, fill = problem.audit_records()
     records = np.unique(np.vstack([boundary, fill]), axis=0)
     return records, np.unique(np.asarray(fill), axis=0)
 
 
-def _moves(pair: AdjacentPair, records: np.ndarray, fill: np.ndarray, rng: np.random.Generator,
-           min_size: int) -> AdjacentPair:
-    """One random local move from ``pair``."""
-    rest, rec, oth = pair.rest, pair.record, pair.other
-    kind = int(rng.integers(5))
+def score_matrix(samples: list[np.ndarray], score: Callable[[np.ndarray, np.ndarray], float]) -> np.ndarray:
+    """``S[i, j] = score(samples[i], samples[j])`` for every swap ``i < j`` (else -inf)."""
+    k = len(samples)
+    S = np.full((k, k), -np.inf)
+    for i in range(k):
+        for j in range(i + 1, k):
+            if samples[i] is not None and samples[j] is not None:
+                S[i, j] = score(samples[i], samples[j])
+    return S
+
+
+def separations(samples: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """Distances between the mean releases of every two samples (``i < j``; else -inf), in
+    units of the releases' spread pooled over all samples: ℓ1 of the mean difference
+    over each coordinate's standard deviation (the loss of noise added coordinate by
+    coordinate grows with it), and the Mahalanobis distance (the loss of elliptical noise
+    grows with it).  Means are estimated far more precisely than events' probabilities,
+    so these rank swaps of location families with little noise."""
+    ok = [s is not None and len(s) > 1 for s in samples]
+    k = len(samples)
+    out = {"l1 separation": np.full((k, k), -np.inf), "l2 separation": np.full((k, k), -np.inf)}
+    if sum(ok) < 2:
+        return out
+    mu = np.array([s.mean(0) if o else np.full(samples[ok.index(True)].shape[1], np.nan)
+                   for s, o in zip(samples, ok)])
+    cov = np.mean([np.atleast_2d(np.cov(s, rowvar=False)) for s, o in zip(samples, ok) if o], axis=0)
+    d = cov.shape[0]
+    sd = np.sqrt(np.maximum(np.diag(cov), 1e-300))
+    vals, vecs = np.linalg.eigh(cov)
+    W = vecs / np.sqrt(np.maximum(vals, 1e-12 * max(float(vals.max()), 1e-300)))
+    iu = np.triu_indices(k, 1)
+    diff = mu[iu[0]] - mu[iu[1]]
+    good = np.all(np.isfinite(diff), axis=1)
+    out["l1 separation"][iu] = np.where(good, np.sum(np.abs(np.nan_to_num(diff) / sd), axis=1), -np.inf)
+    out["l2 separation"][iu] = np.where(good, np.linalg.norm(np.nan_to_num(diff) @ W, axis=1), -np.inf)
+    if d == 1:
+        out.pop("l2 separation")
+    return out
+
+
+def ascend(score: Callable[[int, int], float], count: int, rng: np.random.Generator, *, restarts: int = 8,
+           batch: int = 64, prepare: Callable[[np.ndarray], None] | None = None) -> tuple[tuple[int, int], float, int]:
+    """Coordinate ascent with random restarts over the swaps ``{i, j}`` of ``count`` records.
+
+    From a random swap, the replacement ``j`` becomes the best of ``batch`` records drawn
+    at random (every record when ``count <= batch``) with ``i`` fixed, then ``i`` the best
+    with ``j`` fixed, until neither move improves the score; ``restarts`` such climbs.
+    ``score(i, j)`` is symmetric and evaluated once per swap (cached); ``prepare(indices)``
+    is called before a batch is scored (to draw the releases of its records at once).
+    Where every record fits in a batch, each climb ends at a swap that is best in both of
+    its records, as the global maximum is; restarts make reaching it likely.
+    Returns ``((i, j), score, swaps scored)``.
+    """
+    cache: dict[tuple[int, int], float] = {}
+
+    def s(i, j):
+        key = (min(i, j), max(i, j))
+        if key not in cache:
+            cache[key] = float(score(*key))
+        return cache[key]
+
+    best, best_s = None, -np.inf
+    for _ in range(max(1, restarts)):
+        i, j = (int(v) for v in rng.choice(count, 2, replace=False))
+        if prepare:
+            prepare(np.array([i, j]))
+        cur = s(i, j)
+        improved = True
+        while improved:
+            improved = False
+            for moving in (1, 0):
+                fixed = i if moving else j
+                cand = np.arange(count) if count <= batch else rng.choice(count, batch, replace=False)
+                cand = cand[cand != fixed]
+                if prepare:
+                    prepare(cand)
+                vals = np.array([s(fixed, int(c)) for c in cand])
+                k = int(np.argmax(vals))
+                if vals[k] > cur:
+                    cur = float(vals[k])
+                    i, j = (fixed, int(cand[k])) if moving else (int(cand[k]), fixed)
+                    improved = True
+        if cur > best_s or best is None:
+            best, best_s = (min(i, j), max(i, j)), cur
+    return best, float(best_s), len(cache)
+
+
+def _rest(fill: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+    """``size - 1`` records split between two fill records (at random), sorted."""
+    a, b = fill[rng.integers(len(fill), size=2)]
+    k = int(rng.integers(0, size))
+    rest = np.vstack([np.tile(a, (k, 1)), np.tile(b, (size - 1 - k, 1))]).reshape(size - 1, -1)
+    return rest[np.lexsort(rest.T[::-1])] if len(rest) else rest
+
+
+def _rest_move(rest: np.ndarray, fill: np.ndarray, rng: np.random.Generator, min_size: int) -> np.ndarray:
+    """One random change of the other records: another size (rows resampled from the current
+    ones or the fill), some rows replaced by one fill record, or the whole rest made of
+    copies of one or two fill records."""
+    kind = int(rng.integers(3))
     if kind == 0:
-        oth = records[rng.integers(len(records))]
-    elif kind == 1:
-        rec = records[rng.integers(len(records))]
-    elif kind == 2:  # another size, rows resampled from the current rest (or fill)
-        sizes = [s for s in SIZES if s >= max(min_size, 1)]
-        n = len(rest) + 1
-        i = int(np.searchsorted(sizes, n))
+        sizes = [s for s in SIZES if s >= max(min_size, 2)]
+        i = int(np.searchsorted(sizes, len(rest) + 1))
         j = int(np.clip(i + rng.choice([-1, 1]) * int(rng.integers(1, 3)), 0, len(sizes) - 1))
         pool = rest if len(rest) else fill
         rest = pool[rng.integers(len(pool), size=sizes[j] - 1)]
-    elif kind == 3 and len(rest):  # some rows of the rest become one fill record
+    elif kind == 1 and len(rest):
         k = int(rng.integers(1, len(rest) + 1))
         rest = rest.copy()
         rest[rng.choice(len(rest), k, replace=False)] = fill[rng.integers(len(fill))]
-    else:  # the whole rest: copies of one or two fill records
-        n = max(len(rest), min_size - 1)
-        a, b = fill[rng.integers(len(fill), size=2)]
-        k = int(rng.integers(0, n + 1))
-        rest = np.vstack([np.tile(a, (k, 1)), np.tile(b, (n - k, 1))]).reshape(n, -1)
-    rest = rest[np.lexsort(rest.T[::-1])] if len(rest) else rest
-    return AdjacentPair(np.asarray(rest, dtype=float), np.asarray(rec, dtype=float), np.asarray(oth, dtype=float))
+    else:
+        return _rest(fill, max(len(rest) + 1, min_size, 2), rng)
+    return rest[np.lexsort(rest.T[::-1])] if len(rest) else rest
 
 
-def search_pair(score: Callable[[AdjacentPair], float], problem, rng: np.random.Generator, *, restarts: int,
-                moves: int, min_size: int = 1, progress=None) -> tuple[AdjacentPair, float, int]:
-    """The best-scoring pair: ``restarts`` random candidates, then ``moves`` greedy local
-    moves from the best so far.  ``score`` returns -inf for a pair it cannot use (a data
-    set the problem rejects).  Returns ``(pair, score, pairs scored)``."""
-    records, fill = _domain(problem)
-    best, best_s, tried = None, -np.inf, 0
-    for p in candidate_pairs(problem, rng, max(restarts, 1), min_size):
-        s = score(p)
-        tried += 1
-        if s > best_s or best is None:
-            best, best_s = p, s
+class SearchResult(NamedTuple):
+    pair: AdjacentPair
+    score: float
+    details: dict
+
+
+def search_pair(sample: Callable[[list[np.ndarray], int], list], score: Callable[[np.ndarray, np.ndarray], float],
+                problem, rng: np.random.Generator, *, contexts: int = 2, moves: int = 8, score_draws: int = 200,
+                min_size: int = 1, restarts: int = 8, batch: int = 64) -> SearchResult:
+    """The adjacent pair whose releases look most different, over the declared records.
+
+    ``sample(datasets, size)`` returns ``size`` releases (rows) on each data set of the
+    list, or None for a data set the problem rejects; ``score(a, b)`` rates two samples
+    (higher: easier to tell apart).
+
+    1. **Every swap.** For each of ``contexts`` random sets of other records (a size from
+       :data:`~kngflow.audit.pairs.SIZES`, copies of one or two fill records),
+       ``score_draws`` releases are drawn on the data set completed by each declared
+       record; every swap of one record for another is then scored from these samples
+       (``k`` records: ``k`` samples, ``k (k - 1) / 2`` swaps).  Past
+       :data:`EXHAUSTIVE_RECORDS` records, :func:`ascend` (coordinate ascent with
+       ``restarts``, batches of ``batch`` records) searches the swaps instead, drawing
+       releases only on the records it visits.
+    2. **The other records.** From the best swap, ``moves`` random changes of the other
+       records (their number and which fill records), each scored on fresh samples of the
+       pair, the better one kept.
+    3. **Refinement.** The :data:`REFINE_TOP` best swaps of step 1 by each criterion (the
+       score, and the spread-scaled distances of the mean releases, :func:`separations`)
+       and the result of step 2 are scored again on fresh samples, by successive halving
+       (:data:`REFINE_ROUNDS`: twice the scoring samples for all of them, twelve times for
+       the best three); the best wins.
+
+    Returns the pair, its refined score and details (swaps scored, records, contexts).
+    """
+    records, fill = domain(problem)
+    k = len(records)
+    sizes = [n for n in SIZES if n >= max(min_size, 2)] or [max(min_size, 2)]
+    found = []  # (criterion, score, rest, i, j)
+    scored = 0
+    for c in range(max(1, contexts)):
+        rest = _rest(fill, int(sizes[0] if c == 0 else rng.choice(sizes)), rng)
+        cache: dict[int, np.ndarray | None] = {}
+
+        def prepare(idx, rest=rest, cache=cache):
+            new = [int(i) for i in idx if int(i) not in cache]
+            for i, s in zip(new, sample([np.vstack([rest, records[i]]) for i in new], score_draws)):
+                cache[i] = s
+
+        def pair_score(i, j, cache=cache):
+            a, b = cache[i], cache[j]
+            return -np.inf if a is None or b is None else score(a, b)
+
+        if k <= EXHAUSTIVE_RECORDS:
+            prepare(np.arange(k))
+            samples = [cache[i] for i in range(k)]
+            valid = [x for x in samples if x is not None]
+            if valid:
+                cl = clean(np.vstack(valid))
+                samples = [None if x is None else cl(x) for x in samples]
+            criteria = {"predicted bound": score_matrix(samples, score), **separations(samples)}
+            scored += k * (k - 1) // 2
+            for crit, S in criteria.items():
+                for f in np.argsort(S, axis=None)[::-1][:REFINE_TOP]:
+                    i, j = np.unravel_index(int(f), S.shape)
+                    if np.isfinite(S[i, j]):
+                        found.append((crit, float(S[i, j]), rest, int(i), int(j)))
+        else:
+            (i, j), s, n = ascend(pair_score, k, rng, restarts=restarts, batch=batch, prepare=prepare)
+            scored += n
+            if np.isfinite(s):
+                found.append(("predicted bound", s, rest, i, j))
+    if not found:
+        raise ValueError("no adjacent pair of the declared records gives data sets the problem accepts")
+    # the best few of each criterion over all contexts, distinct
+    top, keys = [], set()
+    for crit in dict.fromkeys(c for c, *_ in found):
+        for _, s, rest, i, j in sorted((f for f in found if f[0] == crit), key=lambda f: -f[1])[:REFINE_TOP]:
+            p = AdjacentPair(rest, records[i], records[j])
+            if _key(p) not in keys and _key(p.swapped()) not in keys:
+                keys.add(_key(p))
+                top.append((crit, s, p))
+    best = next(p for c, _, p in top if c == "predicted bound")
+    s0 = max(s for c, s, _ in top if c == "predicted bound")
     seen = {_key(best)}
     for _ in range(moves):
-        for _attempt in range(20):  # a move to a pair not scored yet
-            p = _moves(best, records, fill, rng, min_size)
-            if _key(p) not in seen and not np.array_equal(p.record, p.other) and len(p.rest) + 1 >= min_size:
-                break
-        else:
-            break
+        new_rest = _rest_move(best.rest, fill, rng, min_size)
+        p = AdjacentPair(new_rest, best.record, best.other)
+        if _key(p) in seen or len(new_rest) + 1 < min_size:
+            continue
         seen.add(_key(p))
-        s = score(p)
-        tried += 1
-        if s > best_s:
-            best, best_s = p, s
-    return best, float(best_s), tried
+        a, b = sample(list(p.datasets()), score_draws)
+        scored += 1
+        s = -np.inf if a is None or b is None else score(a, b)
+        if s > s0:
+            best, s0 = p, s
+    cands = [p for _, _, p in top]
+    if all(_key(best) != _key(p) for p in cands):
+        cands.append(best)
+    rounds = []
+    for factor, keep in REFINE_ROUNDS:
+        fresh = sample([d for p in cands for d in p.datasets()], factor * score_draws)
+        refined = [-np.inf if a is None or b is None else score(a, b) for a, b in zip(fresh[::2], fresh[1::2])]
+        rounds.append([(str(p), float(r)) for p, r in zip(cands, refined)])
+        order = np.argsort(refined)[::-1][:keep]
+        cands, refined = [cands[i] for i in order], [refined[i] for i in order]
+    details = {"records": k, "swaps_scored": scored, "contexts": max(1, contexts),
+               "search": "every swap" if k <= EXHAUSTIVE_RECORDS else "coordinate ascent", "refined": rounds}
+    return SearchResult(cands[0], float(refined[0]), details)
 
 
 def _key(p: AdjacentPair) -> bytes:
