@@ -464,3 +464,39 @@ def test_every_mechanism_releases_on_degenerate_data():
             for eps in (1e-6, 1.0, 1e6):
                 rel = m.release(data, eps, rng)
                 assert rel.estimate.shape == (2,) and np.all(np.isfinite(rel.estimate)), (kind, data.n, eps)
+
+
+def test_dpsgd_hardened_is_the_snapped_release():
+    """Hardened DP-SGD draws the same batches and noise as the unhardened release (the dither
+    comes from a jumped stream) and snaps each noisy sum to a grid: the releases differ by
+    the snapping only."""
+    data = _data(300, 15)
+    a = mech.DPSGD(hardened=False).release(data, 1.0, np.random.default_rng(1)).estimate
+    b = mech.DPSGD(hardened=True).release(data, 1.0, np.random.default_rng(1)).estimate
+    assert 0.0 < np.abs(a - b).max() < 1e-4
+    c = mech.DPSGD(hardened=False).release(data, 1.0, np.random.default_rng(2)).estimate
+    assert np.abs(a - c).max() > 1e-3  # control: another stream is another release
+
+
+def test_report_section_gives_the_other_error_measure():
+    """The problem's report section tabulates the measure the store's ``error`` is not: mean
+    excess risk per mechanism, n and epsilon over finished replicates (and the rate when the
+    metric is the excess risk)."""
+    import xarray as xr
+
+    p = SVMProblem(d=2)
+    ts = p.theta_star
+    est = np.broadcast_to(np.stack([ts, 1.1 * ts])[None, None, None], (2, 1, 1, 2, 2)).copy()
+    est[1] *= 2.0
+    done = np.ones((2, 1, 1, 2), dtype=np.int8)
+    done[1, 0, 0, 1] = 0
+    ds = xr.Dataset({"estimate": (("mechanism", "n", "epsilon", "replicate", "coef"), est),
+                     "done": (("mechanism", "n", "epsilon", "replicate"), done)},
+                    coords={"mechanism": ["a", "b"], "n": [100], "epsilon": [1.0], "replicate": [0, 1]})
+    # (mechanism, n, epsilon, replicate, coef): a = (ts, 1.1 ts), b = (2 ts, 2.2 ts unfinished)
+    (text,) = p.report_sections(ds)
+    assert "excess regularised risk" in text
+    want_a = np.mean([p.excess_risk(ts), p.excess_risk(1.1 * ts)])
+    assert f"| a | 100 | {want_a:.4g} |" in text and f"| b | 100 | {p.excess_risk(2 * ts):.4g} |" in text
+    (text,) = SVMProblem(d=2, metric="excess_risk").report_sections(ds)
+    assert "misclassification" in text and f"| b | 100 | {p.misclassification(2 * ts):.4g} |" in text

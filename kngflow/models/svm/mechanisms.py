@@ -33,8 +33,9 @@ from kngflow.mechanisms import erm
 from kngflow.mechanisms.base import (SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int,
                                      check_positive, check_probability, check_rng)
 from kngflow.mechanisms.claims import Composed, Density, StatisticNoise
-from kngflow.mechanisms.erm import (DEFAULT_REG, _ERM, _release, audit_iterates, dpsgd_accountant_epsilon,
-                                    dpsgd_noise_multiplier, poisson_sample)
+from kngflow.mechanisms.erm import (DEFAULT_REG, GAUSS_REACH, _ERM, _release, audit_iterates,
+                                    dpsgd_accountant_epsilon, dpsgd_noise_multiplier, gaussian_lipschitz, poisson_sample)
+from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, lipschitz_hardening, snap
 from kngflow.mechanisms.generic import NORMS, GenericKNG, NonPrivateBase
 from kngflow.models.svm.problem import (LIPSCHITZ, SVMData, check_svm_data, curvature, gradient_sensitivity,
                                         hinge_gradient, huber_gradient, huber_hessian, regularised_minimiser)
@@ -512,6 +513,26 @@ class DPSGD(_HuberLoss, _ERM):
             return 0.0
         return 2.0 * dpsgd_accountant_epsilon(z, q, T, self.accountant_target(epsilon)[1])
 
+    def hardening(self, data, epsilon) -> Hardening:
+        """Lipschitz route on each step's noisy sum ``S_b + N(0, (zC)^2 I)`` (site "statistic",
+        ``T`` snaps; the iterates and the release are post-processing).
+
+        Given the Poisson batch ``b`` (drawn without looking at the data) the step is Gaussian
+        around ``S_b(D)``, so the rounding lemma holds batch by batch with
+        :func:`~kngflow.mechanisms.erm.gaussian_lipschitz` ``(d, zC)``, hence for the mixture
+        over batches.  Clamp ``B = n C + 64 zC``.  Rounding: ``S_b`` sums at most ``n`` clipped
+        gradients of norm at most ``C``, within ``n u n C`` in any order of summation; the sums
+        with the noise and the dither add ``16 u 2B``.  ``u = 2^-53``.
+        """
+        n, d = self.check_data(data).X.shape
+        z = self.noise_multiplier(n, epsilon)
+        C = self.clip_norm()
+        _, T = self.schedule(n)
+        sigma = (z if z is not None else 1.0) * C
+        bound = n * C + GAUSS_REACH * sigma
+        eta = (float(n) ** 2 * C + 32.0 * bound) * UNIT_ROUNDOFF
+        return lipschitz_hardening(gaussian_lipschitz(d, sigma), bound, eta, d, epsilon, snaps=T, site="statistic")
+
     def release(self, data, epsilon, rng) -> Release:
         data = self.check_data(data)
         epsilon = check_epsilon(epsilon)
@@ -524,6 +545,10 @@ class DPSGD(_HuberLoss, _ERM):
         C = self.clip_norm()
         lr = self.lr if self.lr is not None else 1.0 / self.smoothness_of(data)
         X, y, h, reg, norm = data.X, data.y, data.h, self.reg, q * n
+        hard = self.hardening(data, epsilon) if self.hardened else None
+        # the dither comes from a stream 2^128 draws ahead, so the batches and the noise are
+        # those of the unhardened release (the hardened one is its snapping, step by step)
+        dither = np.random.Generator(rng.bit_generator.jumped()) if hard is not None else None
         w = np.zeros(d)
         for _ in range(T):
             idx = poisson_sample(rng, n, q)
@@ -532,6 +557,8 @@ class DPSGD(_HuberLoss, _ERM):
             G = Xb * (d1 * yb)[:, None]
             scale = np.minimum(1.0, C / np.maximum(np.sqrt(np.einsum("ij,ij->i", G, G)), 1e-300))
             s = scale @ G + rng.standard_normal(d) * (z * C)
+            if hard is not None:
+                s = snap(s, hard, dither)
             w = w - lr * (s / norm + reg * w)
         return _release(w, T)
 

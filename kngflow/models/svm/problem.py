@@ -515,6 +515,37 @@ class SVMProblem(Problem):
         """The ``metric``: misclassification rate (held out) or excess regularised risk."""
         return self.misclassification(estimate) if self.metric == "misclassification" else self.excess_risk(estimate)
 
+    def other_metric(self) -> str:
+        """The error measure ``error`` does not return."""
+        return METRICS[1] if self.metric == METRICS[0] else METRICS[0]
+
+    def report_sections(self, ds) -> list[str]:
+        """The other error measure of the store's estimates, as a Markdown table: the mean over
+        finished replicates of the excess regularised risk (or of the misclassification
+        rate, when ``metric = "excess_risk"``) per mechanism, ``n`` and ε."""
+        other = self.other_metric()
+        measure = self.excess_risk if other == "excess_risk" else self.misclassification
+        est = np.asarray(ds["estimate"].values, dtype=float)  # (mechanism, n, epsilon, replicate, coef)
+        done = np.asarray(ds["done"].values) == 1
+        mechs = [str(m) for m in ds["mechanism"].values]
+        ns = [int(v) for v in ds["n"].values]
+        epss = [float(v) for v in ds["epsilon"].values]
+        title = "excess regularised risk" if other == "excess_risk" else "held-out misclassification rate"
+        lines = [f"## The other error measure: {title}", "",
+                 f"Mean over finished replicates of the {title} "
+                 f"(reg = {self.reg:g}, h = {self.h:g}; the store's `error` is the {self.metric.replace('_', ' ')}).",
+                 "", "| mechanism | n | " + " | ".join(f"ε = {e:g}" for e in epss) + " |",
+                 "|---|---|" + "---|" * len(epss)]
+        for a, m in enumerate(mechs):
+            for b, n in enumerate(ns):
+                cells = []
+                for c in range(len(epss)):
+                    vals = [measure(est[a, b, c, r]) for r in range(est.shape[3]) if done[a, b, c, r]]
+                    vals = [v for v in vals if math.isfinite(v)]
+                    cells.append(f"{np.mean(vals):.4g}" if vals else "–")
+                lines.append(f"| {m} | {n} | " + " | ".join(cells) + " |")
+        return ["\n".join(lines) + "\n"]
+
     # ---------------------------------------------------------------- audits
     def audit_records(self) -> tuple[np.ndarray, np.ndarray]:
         """Records ``(x_1, ..., x_d, y)`` for privacy audits: ``(boundary, fill)``.
