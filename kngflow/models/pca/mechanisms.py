@@ -44,6 +44,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
+from kngflow._jit import jit
 from kngflow.mechanisms.base import (SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int,
                                      check_probability, check_rng)
 from kngflow.mechanisms.claims import Density, StatisticNoise
@@ -64,7 +65,7 @@ def check_pca_data(data) -> PCAData:
     A = data.A
     if not (isinstance(A, np.ndarray) and A.ndim == 2 and A.shape[0] == A.shape[1] and A.dtype == np.float64):
         raise ValueError("data.A must be a square 2-D float64 array")
-    if not np.isfinite(A).all() or not np.array_equal(A, A.T):
+    if not (np.isfinite(A).all() and (A == A.T).all()):
         raise ValueError("data.A must be finite and symmetric")
     if isinstance(data.n, bool) or not isinstance(data.n, (int, np.integer)) or data.n < 1:
         raise ValueError(f"data.n must be an integer >= 1, got {data.n!r}")
@@ -77,10 +78,23 @@ def _release_basis(V: np.ndarray) -> np.ndarray:
     """The canonical basis of ``span(V)``, flattened row-major (``k = 1``: the sign making the first
     coordinate above 1e-9 in magnitude positive, as :func:`canonical_basis` gives it)."""
     if V.shape[1] == 1:
-        v = V[:, 0]
-        big = np.flatnonzero(np.abs(v) > 1e-9)
-        return v / np.linalg.norm(v) * (1.0 if v[big[0]] > 0 else -1.0)
+        return _canonical_vector(np.ascontiguousarray(V[:, 0]))
     return canonical_basis(V).ravel()
+
+
+@jit
+def _canonical_vector(v):
+    """``v / ||v||`` with the sign making its first coordinate above 1e-9 in magnitude positive."""
+    s = 0.0
+    for a in range(v.shape[0]):
+        s += v[a] * v[a]
+    s = math.sqrt(s)
+    for a in range(v.shape[0]):
+        if abs(v[a]) > 1e-9 * s:
+            if v[a] < 0:
+                s = -s
+            break
+    return v / s
 
 
 class NonPrivate(NonPrivateBase):
