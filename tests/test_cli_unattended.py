@@ -72,11 +72,19 @@ def worker_pids(proc: subprocess.Popen) -> list[int]:
 
 
 # ----------------------------------------------------------------------------- signals
+PROGRESS_LINE = re.compile(r"cells: \d+/\d+ \(\d+\.\d%\)(, [\w./ ]+)*")
+
+
 @pytest.mark.parametrize(
-    "sig, status, progress", [(signal.SIGINT, 130, True), (signal.SIGTERM, 143, False)], ids=["SIGINT", "SIGTERM"]
+    "sig, status, progress, target",
+    [(signal.SIGINT, 130, True, "group"), (signal.SIGTERM, 143, False, "group"),
+     (signal.SIGINT, 130, False, "client"), (signal.SIGTERM, 143, True, "client")],
+    ids=["SIGINT-group", "SIGTERM-group", "SIGINT-client", "SIGTERM-client"],
 )
-def test_signal_to_the_process_group_prints_one_line(sig, status, progress, tmp_path):
-    """The terminal signals every process of the group (client, scheduler, nannies, workers)."""
+def test_signal_prints_one_line(sig, status, progress, target, tmp_path):
+    """The terminal signals every process of the group (client, scheduler, nannies, workers);
+    ``kill PID`` or a batch system signals the client alone, which passes it on to its local
+    workers: either way stderr holds the one line (after the plain progress lines, if any)."""
     spec = tmp_path / "slow.toml"
     spec.write_text(SLOW_SPEC)
     store = tmp_path / "s.zarr"
@@ -85,24 +93,99 @@ def test_signal_to_the_process_group_prints_one_line(sig, status, progress, tmp_
         wait_computing(proc, store)
         workers = worker_pids(proc)
         assert len(workers) == 2
-        os.killpg(proc.pid, sig)
+        if target == "group":
+            os.killpg(proc.pid, sig)
+        else:
+            os.kill(proc.pid, sig)
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == status, out + err
     line = f"kngflow: interrupted by {sig.name}; run the same command again to resume"
-    if progress:  # the bar's updates (its \r read as newlines), its line ended, then the one line
-        lines = err.split("\n")
-        assert lines[-2:] == [line, ""] and all(x == "" or x.startswith("cells:") for x in lines[:-2]), err
+    lines = err.splitlines()
+    assert lines[-1:] == [line] and "\r" not in err, err
+    if progress:  # off a terminal: plain progress lines before it, at least the first one
+        assert lines[:-1] and all(PROGRESS_LINE.fullmatch(x) for x in lines[:-1]), err
     else:
-        assert err.splitlines() == [line], err
+        assert lines == [line], err
     assert not lock_path(store).exists()
     time.sleep(1)
     assert not [p for p in workers if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
     # what was computed is in the store and readable
     ds = xr.open_zarr(store)
     assert ds.done.sum() > 0
+
+
+@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_signal_on_a_separate_dask_scheduler_prints_one_line(sig, status, tmp_path):
+    """A run on a ``dask scheduler`` with two ``dask worker`` processes (each in its own
+    session, as on a cluster): the signal reaches the client alone; its stderr is the one line,
+    and the scheduler and workers stay up for the next run."""
+    from daskprocs import DaskProcesses
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    procs = DaskProcesses(tmp_path / "dask", deny=runs)
+    (tmp_path / "dask").mkdir()
+    try:
+        procs.start()
+        procs.scale(2)
+        spec = runs / "slow.toml"
+        spec.write_text(SLOW_SPEC)
+        store = runs / "s.zarr"
+        proc = subprocess.Popen(
+            [*kngflow_command(), "run", str(spec), "--store", str(store), "--scheduler-file",
+             str(procs.scheduler_file), "--no-progress"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            wait_computing(proc, store)
+            os.kill(proc.pid, sig)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        assert proc.returncode == status, out + err
+        assert err.splitlines() == [f"kngflow: interrupted by {sig.name}; run the same command again to resume"], err
+        assert not lock_path(store).exists()
+        assert all(p.poll() is None for p in [procs.scheduler, *procs.workers.values()])
+    finally:
+        procs.close()
+
+
+def test_busy_dashboard_port_gives_one_line_naming_the_port_used(tmp_path):
+    """distributed's "Port N is already in use ... UserWarning" stays off the terminal: one line
+    of ours names the busy port and the dashboard's address."""
+    (tmp_path / "spec.toml").write_text(tiny_spec(replicates=2))
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = kngflow_cli("run", tmp_path / "spec.toml", "--store", tmp_path / "s.zarr", "--workers", 1,
+                           "--dashboard-address", f"127.0.0.1:{port}", "--no-progress")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stderr == "", proc.stderr
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("dashboard:")]
+    assert len(lines) == 1 and re.fullmatch(rf"dashboard: http://127\.0\.0\.1:(\d+)/status \(port {port} is in use\)",
+                                            lines[0]), proc.stdout
+    assert lines[0].split(":")[3].split("/")[0] != str(port)
+    assert "UserWarning" not in proc.stdout + proc.stderr
+
+
+def test_progress_off_a_terminal_is_plain_lines(tmp_path):
+    """stderr to a file (a batch job's log): plain progress lines, no carriage returns; the last
+    one at 100 %."""
+    (tmp_path / "spec.toml").write_text(tiny_spec(replicates=6))
+    with open(tmp_path / "err.log", "w") as log:
+        proc = subprocess.run([*kngflow_command(), "run", str(tmp_path / "spec.toml"), "--store",
+                               str(tmp_path / "s.zarr"), "--workers", "1", "--no-dashboard"],
+                              stdout=subprocess.PIPE, stderr=log, text=True, timeout=300)
+    err = (tmp_path / "err.log").read_text()
+    assert proc.returncode == 0, proc.stdout + err
+    lines = err.splitlines()
+    assert "\r" not in err and 2 <= len(lines) <= 10, err
+    assert all(PROGRESS_LINE.fullmatch(x) for x in lines), err
+    assert lines[0].startswith("cells: 0/48 (0.0%)") and lines[-1].startswith("cells: 48/48 (100.0%)"), err
 
 
 def test_log_file_takes_the_logs_of_client_and_workers(tmp_path):

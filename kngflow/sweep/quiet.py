@@ -12,6 +12,11 @@ a local cluster (:mod:`kngflow.sweep.worker_preload`).
   to a file instead, and warnings go there too.
 * :func:`drop_reconnect_errors`: ``distributed``'s own log lines about a lost
   scheduler stay off the terminal; the command line says it in one line.
+* :func:`progress_bar`: a tqdm bar on a terminal; off a terminal (a batch job's
+  log) a plain line every :data:`PLAIN_INTERVAL` seconds instead of carriage-return
+  updates.
+* :func:`busy_ports`: ``distributed``'s warning about a busy dashboard port,
+  caught, so that the command line names the port used in its own line.
 """
 
 from __future__ import annotations
@@ -19,14 +24,19 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import signal
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 
 __all__ = ["Interrupted", "exit_on_signals", "silence", "log_to_file", "drop_reconnect_errors", "LOG_FILE_ENV",
-           "SIGNALS"]
+           "SIGNALS", "progress_bar", "PlainProgress", "PLAIN_INTERVAL", "busy_ports"]
+
+#: Set by :func:`silence`: nothing more is written to the terminal (progress lines included).
+_SILENCED = threading.Event()
 
 #: Signals that stop a run cleanly.
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -45,7 +55,8 @@ class Interrupted(BaseException):
 
 
 def silence() -> None:
-    """From now on nothing of logging, warnings or dying threads reaches the terminal."""
+    """From now on nothing of logging, warnings, progress lines or dying threads reaches the terminal."""
+    _SILENCED.set()
     logging.disable(logging.CRITICAL)
     warnings.simplefilter("ignore")
     threading.excepthook = lambda args: None
@@ -74,6 +85,7 @@ def exit_on_signals(message: str) -> Iterator[None]:
             os._exit(128 + received[0])
         received.append(signum)
         silence()
+        _forward_to_children(signum)
         if _stop_progress_bars():
             sys.stderr.write("\n")  # end the bar's line
         print(f"kngflow: {message.format(signal=signal.Signals(signum).name)}", file=sys.stderr, flush=True)
@@ -85,6 +97,23 @@ def exit_on_signals(message: str) -> Iterator[None]:
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+def _forward_to_children(signum: int) -> None:
+    """Pass the signal on to this process's child processes (the worker processes of a local
+    cluster), as a terminal does to its process group: their preload
+    (:mod:`kngflow.sweep.worker_preload`) then keeps them quiet while the cluster closes, so a
+    signal sent to the client alone (``kill PID``, a batch system) prints no more than one sent
+    to the group.  multiprocessing's resource tracker ignores both signals."""
+    try:
+        import psutil
+
+        children = psutil.Process().children(recursive=True)
+    except Exception:  # noqa: BLE001 - no psutil, or the process table cannot be read: nothing to pass on
+        return
+    for child in children:
+        with contextlib.suppress(Exception):
+            child.send_signal(signum)
 
 
 def _stop_progress_bars() -> bool:
@@ -144,8 +173,20 @@ class _LostScheduler(logging.Filter):
         return not msg.startswith(self.PREFIXES)
 
 
+class _SlowShutdown(logging.Filter):
+    """Drops a nanny's "Worker process still alive after 4.0 seconds, killing" record: a local
+    worker slow to exit when the cluster closes (a busy machine) is killed as planned."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            return not str(record.getMessage()).startswith("Worker process still alive after")
+        except Exception:  # noqa: BLE001 - a malformed record is not ours to judge
+            return True
+
+
 def drop_reconnect_errors() -> None:
-    """Keep ``distributed.client``'s "Failed to reconnect to scheduler ..." records off the terminal.
+    """Keep ``distributed.client``'s "Failed to reconnect to scheduler ..." records and the
+    nannies' "Worker process still alive after ... seconds, killing" off the terminal.
 
     A run that loses its scheduler stops with one line of its own
     (:class:`~kngflow.sweep.engine.SchedulerLost`); the client's error record about the same
@@ -155,3 +196,110 @@ def drop_reconnect_errors() -> None:
     lg = logging.getLogger("distributed.client")
     if not any(isinstance(f, _LostScheduler) for f in lg.filters):
         lg.addFilter(_LostScheduler())
+    # and a local worker killed when slow to exit as the cluster closes: planned, not news
+    lg = logging.getLogger("distributed.nanny")
+    if not any(isinstance(f, _SlowShutdown) for f in lg.filters):
+        lg.addFilter(_SlowShutdown())
+
+
+#: Seconds between two progress lines off a terminal.
+PLAIN_INTERVAL = 30.0
+
+
+class PlainProgress:
+    """Progress as plain lines, for a log file: ``cells: 120/3600 (3.3%), 4.1 cells/s, about 14 min left``
+    at the start, then at most every ``interval`` seconds as cells finish, and once at the end.
+
+    The subset of tqdm's interface the sweep uses: ``update``, ``set_postfix``, ``n``, ``close``.
+    Nothing is written once :func:`silence` ran (an interrupted run prints its one line only).
+    """
+
+    def __init__(self, total: int, initial: int = 0, *, stream=None, interval: float = PLAIN_INTERVAL,
+                 desc: str = "cells"):
+        self.total, self.n, self.initial = int(total), int(initial), int(initial)
+        self.stream = stream if stream is not None else sys.stderr
+        self.interval, self.desc = float(interval), desc
+        self.postfix: dict = {}
+        self._t0 = self._last = time.monotonic()
+        self._closed = False
+        self._write()
+
+    def _write(self) -> None:
+        if _SILENCED.is_set():
+            return
+        elapsed = time.monotonic() - self._t0
+        pct = 100.0 * self.n / self.total if self.total else 100.0
+        line = f"{self.desc}: {self.n}/{self.total} ({pct:.1f}%)"
+        rate = (self.n - self.initial) / elapsed if elapsed > 0 else 0.0
+        if rate > 0:
+            line += f", {rate:.3g} cells/s"
+            if self.n < self.total:
+                left = (self.total - self.n) / rate
+                line += f", about {_duration(left)} left"
+        line += f", {_duration(elapsed)} elapsed"
+        for k, v in self.postfix.items():
+            line += f", {k} {v}"
+        try:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):  # a closed log: progress is not worth failing the run for
+            pass
+
+    def update(self, k: int = 1) -> None:
+        self.n += int(k)
+        now = time.monotonic()
+        if now - self._last >= self.interval:
+            self._last = now
+            self._write()
+
+    def set_postfix(self, refresh: bool = False, **values) -> None:
+        self.postfix.update(values)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._write()
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0.0, float(seconds))
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def progress_bar(total: int, initial: int = 0, *, stream=None, interval: float | None = None):
+    """A tqdm bar when ``stream`` (default stderr) is a terminal, else :class:`PlainProgress`
+    (plain lines every ``interval`` seconds, default :data:`PLAIN_INTERVAL`)."""
+    stream = stream if stream is not None else sys.stderr
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    if not tty:
+        return PlainProgress(total, initial, stream=stream, interval=PLAIN_INTERVAL if interval is None else interval)
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, unit="cell", desc="cells", dynamic_ncols=True, smoothing=0.1,
+                file=stream)
+
+
+_BUSY = re.compile(r"Port (\d+) is already in use.*?on port (\d+) instead", re.S)
+
+
+@contextlib.contextmanager
+def busy_ports() -> Iterator[list[tuple[int, int]]]:
+    """Catch ``distributed``'s "Port N is already in use ... Hosting the HTTP server on port M
+    instead" warnings; the list yielded fills with ``(N, M)`` pairs.  Other warnings pass."""
+    found: list[tuple[int, int]] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield found
+    for w in caught:
+        m = _BUSY.search(str(w.message))
+        if m:
+            found.append((int(m.group(1)), int(m.group(2))))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
