@@ -217,10 +217,10 @@ def run_sweep(
     n_computed = n_failed = n_tasks = 0
     bar = None
     if done_before < total:
-        if progress:
-            from tqdm import tqdm
+        if progress:  # a bar on a terminal, plain lines in a log
+            from .quiet import progress_bar
 
-            bar = tqdm(total=total, initial=done_before, unit="cell", desc="cells", dynamic_ncols=True, smoothing=0.1)
+            bar = progress_bar(total, done_before)
         futs: dict = {}  # key -> (task, submitted at, future)
         ready = as_completed()
 
