@@ -139,22 +139,10 @@ def _err(msg: str) -> None:
 
 
 def _check_scheduler_file(path) -> str | None:
-    """Why ``path`` is not a usable ``dask scheduler --scheduler-file`` file (None if it is)."""
-    p = Path(path)
-    if not p.exists():
-        return "does not exist"
-    try:
-        info = json.loads(p.read_text())
-    except OSError as exc:
-        return f"cannot be read: {exc.strerror or exc}"
-    except ValueError:
-        return "is not a scheduler file (not JSON); write it with `dask scheduler --scheduler-file FILE`"
-    if not isinstance(info, dict) or not isinstance(info.get("address"), str) or not info["address"]:
-        return "is not a scheduler file (no scheduler address); write it with `dask scheduler --scheduler-file FILE`"
-    from kngflow.sweep.cluster import check_address
+    """See :func:`kngflow.sweep.cluster.check_scheduler_file`."""
+    from kngflow.sweep.cluster import check_scheduler_file
 
-    why = check_address(info["address"])
-    return f"has a bad address {info['address']!r}: {why}" if why else None
+    return check_scheduler_file(path)
 
 
 def _path_problem(option: str, path, *, directory: bool = True) -> str | None:
@@ -218,86 +206,10 @@ def _target_problem(args) -> str | None:
 
 
 def _damage_problem(store, *, repair: bool = False, spec=None) -> str | None:
-    """One line if the existing store at ``store`` is damaged (None if sound or absent).
+    """One line if the store is damaged (None if sound or absent): :func:`kngflow.sweep.repair.damage_problem`."""
+    from kngflow.sweep.repair import damage_problem
 
-    With ``repair``, damaged metadata is rebuilt from ``spec`` where it can be
-    (:func:`_rebuild`), damaged chunks are cleared (their cells will be recomputed),
-    and only damage that cannot be repaired is reported.
-    """
-    from kngflow.store import StoreDamaged
-    from kngflow.store.verify import repair_store, verify_store
-
-    if not Path(store).exists():
-        return None
-    damage = verify_store(store)
-    if not damage:
-        return None
-    meta = [d for d in damage if d.variable is None]
-    if repair and meta:
-        try:
-            rebuilt = _rebuild(spec, store)
-        except StoreDamaged as exc:
-            return (f"cannot repair {store}: {exc}; restore that file from a copy of the store, or delete the store "
-                    "and run again")
-        print(f"repaired {store}: rebuilt {', '.join(rebuilt)} from the spec", flush=True)
-        damage = verify_store(store)
-        meta = [d for d in damage if d.variable is None]
-        if meta:
-            return (f"cannot repair {store}: {meta[0].line()}; restore that file from a copy of the store, or delete "
-                    "the store and run again")
-        if not damage:
-            return None
-    if repair:
-        cells = repair_store(store, damage)
-        print(f"repaired {store}: {len(damage)} damaged chunks cleared, {cells} cells to recompute", flush=True)
-        return None
-    return (f"store {store} is damaged ({damage[0].line()}{f' and {len(damage) - 1} more' if len(damage) > 1 else ''}); "
-            f"run `kngflow verify {store}`, then `kngflow run SPEC --store {store} --repair`")
-
-
-def _rebuild(spec, store) -> list[str]:
-    """Rebuild the damaged metadata of ``store`` from a template made from the store's own spec
-    (in its root attributes) or, if the root is what is damaged, from ``spec``; a damaged root
-    is rebuilt only once ``spec`` recomputes a done cell of each mechanism bit for bit."""
-    import tempfile
-
-    import numpy as np
-
-    from kngflow.store import StoreError
-    from kngflow.store.verify import rebuild_metadata, stored_spec_text
-    from kngflow.sweep.engine import compute_block, prepare_store
-    from kngflow.sweep.plan import Task
-    from kngflow.sweep.spec import SpecError, parse_spec
-
-    text = stored_spec_text(store)
-    if text:
-        try:
-            spec = parse_spec(text)
-        except SpecError:
-            pass
-
-    def check(read):  # the spec must reproduce a done cell of each mechanism: same seed, same mechanisms
-        done = read("done")
-        labels, epsilons = [str(x) for x in read("mechanism")], [float(x) for x in read("epsilon")]
-        ns, reps = read("n"), read("replicate")
-        for a in range(len(labels)):
-            cells = np.argwhere(done[a])
-            if not len(cells):
-                continue
-            i, e, r = (int(k) for k in cells[0])
-            need = np.zeros((len(labels), len(epsilons), 1), dtype=bool)
-            need[a, e, 0] = True
-            task = Task(key="rebuild-check", n=int(ns[i]), n_index=i, start=r, stop=r + 1, replicates=reps[r:r + 1],
-                        need=need, missing=1)
-            got = compute_block(spec.text, labels, epsilons, task).cells["estimate"][a, e, 0]
-            if not np.array_equal(got, read("estimate", (a, i, e, r)), equal_nan=True):
-                raise StoreError(f"the spec does not reproduce the store's cell mechanism={labels[a]} n={int(ns[i])} "
-                                 f"eps={epsilons[e]:g} replicate={int(reps[r])}: pass the spec the store was made from")
-
-    with tempfile.TemporaryDirectory(prefix="kngflow-template-") as tmp:
-        template = Path(tmp) / "template.zarr"
-        prepare_store(spec, template)
-        return rebuild_metadata(store, template, check=check)
+    return damage_problem(store, repair=repair, spec=spec, log=lambda line: print(line, flush=True))
 
 
 def _dashboard_link(client) -> str | None:
@@ -352,7 +264,7 @@ def cmd_run(args) -> int:
     from kngflow.sweep.cluster import ClusterConfigError, connect
     from kngflow.sweep.engine import (SchedulerLost, VersionMismatch, check_store, check_workers, plugin_modules,
                                       runtime_versions)
-    from kngflow.sweep.quiet import busy_ports, drop_reconnect_errors, log_to_file
+    from kngflow.sweep.quiet import drop_reconnect_errors, log_to_file
 
     if args.log_file:
         log_to_file(args.log_file)
@@ -381,18 +293,17 @@ def cmd_run(args) -> int:
                 address = args.scheduler or json.loads(Path(args.scheduler_file).read_text())["address"]
                 print(f"connecting to {address} (timeout {args.connect_timeout:g} s)", flush=True)
             try:
-                with busy_ports() as busy:  # distributed's warning about a busy port: one line of ours below
-                    client = stack.enter_context(
-                        connect(
-                            scheduler=args.scheduler,
-                            scheduler_file=args.scheduler_file,
-                            cluster_file=args.cluster,
-                            workers=args.workers,
-                            dashboard_address=dashboard,
-                            timeout=args.connect_timeout,
-                            log_file=args.log_file,
-                        )
+                client = stack.enter_context(
+                    connect(
+                        scheduler=args.scheduler,
+                        scheduler_file=args.scheduler_file,
+                        cluster_file=args.cluster,
+                        workers=args.workers,
+                        dashboard_address=dashboard,
+                        timeout=args.connect_timeout,
+                        log_file=args.log_file,
                     )
+                )
             except OSError as exc:  # refused, unreachable, timed out (TimeoutError is an OSError)
                 _err(f"cannot connect to the Dask scheduler of {where}: {exc}")
                 return EXIT_BAD_INPUT
@@ -417,11 +328,8 @@ def cmd_run(args) -> int:
             print(f"scheduler {client.scheduler.address}; {nworkers} workers", flush=True)
             remote = args.scheduler or args.scheduler_file or args.cluster
             link = _dashboard_link(client) if (remote or dashboard) else None
-            taken = [port for port, _used in busy]
             if link:
-                print(f"dashboard: {link}" + (f" (port {taken[0]} is in use)" if taken else ""), flush=True)
-            elif taken:
-                print(f"dashboard: none (port {taken[0]} is in use)", flush=True)
+                print(f"dashboard: {link}", flush=True)
             result = run_sweep(
                 spec,
                 args.store,
@@ -496,33 +404,10 @@ def cmd_plan(args) -> int:
 
 
 def _pilot_problem(spec, pilot) -> str | None:
-    """Why ``pilot`` is not a pilot store of ``spec`` (None when it is: the same study up to
-    its replicates, n and epsilon values, which may be any subset)."""
-    from kngflow.store import StoreError, read_meta
+    """See :func:`kngflow.sweep.prepare.pilot_problem`."""
+    from kngflow.sweep.prepare import pilot_problem
 
-    if not Path(pilot).is_dir():
-        return f"pilot store {pilot} does not exist"
-    try:
-        meta = read_meta(pilot)
-    except StoreError as exc:
-        return f"pilot store {pilot}: {exc}"
-    try:
-        theirs = json.loads(meta.attrs["spec_canonical"])
-    except (KeyError, TypeError, ValueError):
-        return f"pilot store {pilot} records no spec"
-    ours = spec.canonical(replicates=False)
-    for key in ("seed", "problem", "sampler", "mechanisms"):
-        if theirs.get(key) != ours.get(key):
-            return (f"pilot store {pilot} was made from another spec (its {key} differs from {spec.name or 'SPEC'}'s); "
-                    "the pilot must be SPEC with fewer replicates")
-    grid = theirs.get("grid", {})
-    for axis, ours_vals, theirs_vals in (("n", list(spec.n), grid.get("n", [])),
-                                         ("epsilon", [float(e).hex() for e in spec.epsilon], grid.get("epsilon", []))):
-        lacking = [v for v in ours_vals if v not in theirs_vals]
-        if lacking:
-            shown = lacking[0] if axis == "n" else f"{float.fromhex(lacking[0]):g}"
-            return f"pilot store {pilot} has no {axis} = {shown}: the pilot must cover SPEC's grid"
-    return None
+    return pilot_problem(spec, pilot)
 
 
 def _plan_target(args, spec) -> int:
@@ -583,68 +468,10 @@ def _plan_target(args, spec) -> int:
 
 
 def status_data(path, max_messages: int = 20) -> dict:
-    """What ``kngflow status --json`` prints: the store's counts and its current failures.
+    """What ``kngflow status --json`` prints: :func:`kngflow.store.status.status_data`."""
+    from kngflow.store.status import status_data as read_status
 
-    Keys: ``store``, ``title``, ``spec_hash``, ``problem``, ``dims`` (size of
-    each coordinate), ``done``, ``failed``, ``total``, ``groups`` (one entry
-    per (n, mechanism) with ``n``, ``mechanism``, ``done``, ``failed``,
-    ``total``, by n then mechanism in spec order) and ``failures`` (at most
-    ``max_messages`` records ``mechanism, n, epsilon, replicate, message`` of
-    cells failed and not done since).
-    """
-    from kngflow.store import read_failures, read_flags, read_meta
-
-    meta = read_meta(path)
-    done, failed = read_flags(path)
-    failed = failed.astype(bool) & (done == 0)
-    done = done.astype(bool)
-    labels = [str(x) for x in meta.coords["mechanism"]]
-    ns = [int(x) for x in meta.coords["n"]]
-    groups = [
-        {
-            "n": ns[i],
-            "mechanism": lab,
-            "done": int(done[a, i].sum()),
-            "failed": int(failed[a, i].sum()),
-            "total": int(done[a, i].size),
-        }
-        for i in sorted(range(len(ns)), key=lambda k: ns[k])
-        for a, lab in enumerate(labels)
-    ]
-    current = []
-    if failed.any():
-        idx = {
-            "mechanism": {v: k for k, v in enumerate(labels)},
-            "n": {v: k for k, v in enumerate(ns)},
-            "epsilon": {float(v): k for k, v in enumerate(meta.coords["epsilon"])},
-            "replicate": {int(v): k for k, v in enumerate(meta.coords["replicate"])},
-        }
-        for r in read_failures(path):
-            if len(current) >= max_messages:
-                break
-            try:
-                cell = (
-                    idx["mechanism"][r["mechanism"]],
-                    idx["n"][int(r["n"])],
-                    idx["epsilon"][float(r["epsilon"])],
-                    idx["replicate"][int(r["replicate"])],
-                )
-            except (KeyError, ValueError, TypeError):
-                continue
-            if failed[cell]:
-                current.append({k: r[k] for k in ("mechanism", "n", "epsilon", "replicate", "message")})
-    return {
-        "store": str(path),
-        "title": meta.attrs.get("title") or None,
-        "spec_hash": str(meta.attrs.get("spec_hash", "")),
-        "problem": meta.attrs.get("problem"),
-        "dims": {k: len(v) for k, v in meta.coords.items()},
-        "done": int(done.sum()),
-        "failed": int(failed.sum()),
-        "total": int(done.size),
-        "groups": groups,
-        "failures": current,
-    }
+    return read_status(path, max_messages)
 
 
 def status_text(path, max_messages: int = 20, data: dict | None = None) -> str:

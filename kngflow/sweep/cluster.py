@@ -43,6 +43,7 @@ import copy
 import difflib
 import importlib
 import inspect
+import json
 import math
 import os
 import re
@@ -364,6 +365,23 @@ def check_address(address: str) -> str | None:
     if not sep or not _HOST_RE.match(host):
         return "expected [tcp://]HOST:PORT, e.g. tcp://10.0.0.5:8786"
     return _port_problem(port, 1)
+
+
+def check_scheduler_file(path) -> str | None:
+    """Why ``path`` is not a usable ``dask scheduler --scheduler-file`` file (None if it is)."""
+    p = Path(path)
+    if not p.exists():
+        return "does not exist"
+    try:
+        info = json.loads(p.read_text())
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    except ValueError:
+        return "is not a scheduler file (not JSON); write it with `dask scheduler --scheduler-file FILE`"
+    if not isinstance(info, dict) or not isinstance(info.get("address"), str) or not info["address"]:
+        return "is not a scheduler file (no scheduler address); write it with `dask scheduler --scheduler-file FILE`"
+    why = check_address(info["address"])
+    return f"has a bad address {info['address']!r}: {why}" if why else None
 
 
 def check_dashboard_address(address: str) -> str | None:

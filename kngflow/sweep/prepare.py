@@ -18,7 +18,8 @@ from .plan import default_chunks
 from .provenance import package_versions, plugin_classes
 from .spec import Spec
 
-__all__ = ["SpecMismatch", "diagnostics", "store_attrs", "check_store", "prepare_store", "store_progress"]
+__all__ = ["SpecMismatch", "diagnostics", "store_attrs", "check_store", "prepare_store", "store_progress",
+           "pilot_problem"]
 
 
 class SpecMismatch(st.StoreError):
@@ -239,3 +240,31 @@ def store_progress(spec: Spec, path) -> dict | None:
     if check_store(spec, path) == "create":
         return None
     return _progress(st.read_meta(path), st.read_flags(path)[0], spec)
+
+
+def pilot_problem(spec: Spec, pilot) -> str | None:
+    """Why ``pilot`` is not a pilot store of ``spec`` (None when it is: the same study up to
+    its replicates, n and epsilon values, which may be any subset)."""
+    if not Path(pilot).is_dir():
+        return f"pilot store {pilot} does not exist"
+    try:
+        meta = st.read_meta(pilot)
+    except st.StoreError as exc:
+        return f"pilot store {pilot}: {exc}"
+    try:
+        theirs = json.loads(meta.attrs["spec_canonical"])
+    except (KeyError, TypeError, ValueError):
+        return f"pilot store {pilot} records no spec"
+    ours = spec.canonical(replicates=False)
+    for key in ("seed", "problem", "sampler", "mechanisms"):
+        if theirs.get(key) != ours.get(key):
+            return (f"pilot store {pilot} was made from another spec (its {key} differs from {spec.name or 'SPEC'}'s); "
+                    "the pilot must be SPEC with fewer replicates")
+    grid = theirs.get("grid", {})
+    for axis, ours_vals, theirs_vals in (("n", list(spec.n), grid.get("n", [])),
+                                         ("epsilon", [float(e).hex() for e in spec.epsilon], grid.get("epsilon", []))):
+        lacking = [v for v in ours_vals if v not in theirs_vals]
+        if lacking:
+            shown = lacking[0] if axis == "n" else f"{float.fromhex(lacking[0]):g}"
+            return f"pilot store {pilot} has no {axis} = {shown}: the pilot must cover SPEC's grid"
+    return None

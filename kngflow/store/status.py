@@ -1,0 +1,70 @@
+"""A store's progress and current failures, read from its flags and failure log (``kngflow status``)."""
+
+from __future__ import annotations
+
+from .zarrstore import read_failures, read_flags, read_meta
+
+__all__ = ["status_data"]
+
+
+def status_data(path, max_messages: int = 20) -> dict:
+    """What ``kngflow status --json`` prints: the store's counts and its current failures.
+
+    Keys: ``store``, ``title``, ``spec_hash``, ``problem``, ``dims`` (size of
+    each coordinate), ``done``, ``failed``, ``total``, ``groups`` (one entry
+    per (n, mechanism) with ``n``, ``mechanism``, ``done``, ``failed``,
+    ``total``, by n then mechanism in spec order) and ``failures`` (at most
+    ``max_messages`` records ``mechanism, n, epsilon, replicate, message`` of
+    cells failed and not done since).
+    """
+    meta = read_meta(path)
+    done, failed = read_flags(path)
+    failed = failed.astype(bool) & (done == 0)
+    done = done.astype(bool)
+    labels = [str(x) for x in meta.coords["mechanism"]]
+    ns = [int(x) for x in meta.coords["n"]]
+    groups = [
+        {
+            "n": ns[i],
+            "mechanism": lab,
+            "done": int(done[a, i].sum()),
+            "failed": int(failed[a, i].sum()),
+            "total": int(done[a, i].size),
+        }
+        for i in sorted(range(len(ns)), key=lambda k: ns[k])
+        for a, lab in enumerate(labels)
+    ]
+    current = []
+    if failed.any():
+        idx = {
+            "mechanism": {v: k for k, v in enumerate(labels)},
+            "n": {v: k for k, v in enumerate(ns)},
+            "epsilon": {float(v): k for k, v in enumerate(meta.coords["epsilon"])},
+            "replicate": {int(v): k for k, v in enumerate(meta.coords["replicate"])},
+        }
+        for r in read_failures(path):
+            if len(current) >= max_messages:
+                break
+            try:
+                cell = (
+                    idx["mechanism"][r["mechanism"]],
+                    idx["n"][int(r["n"])],
+                    idx["epsilon"][float(r["epsilon"])],
+                    idx["replicate"][int(r["replicate"])],
+                )
+            except (KeyError, ValueError, TypeError):
+                continue
+            if failed[cell]:
+                current.append({k: r[k] for k in ("mechanism", "n", "epsilon", "replicate", "message")})
+    return {
+        "store": str(path),
+        "title": meta.attrs.get("title") or None,
+        "spec_hash": str(meta.attrs.get("spec_hash", "")),
+        "problem": meta.attrs.get("problem"),
+        "dims": {k: len(v) for k, v in meta.coords.items()},
+        "done": int(done.sum()),
+        "failed": int(failed.sum()),
+        "total": int(done.size),
+        "groups": groups,
+        "failures": current,
+    }
