@@ -54,9 +54,10 @@ def test_contract_and_declarations():
     # the orthogonal complement's best k directions are at the largest distance sqrt(2k)
     W = np.linalg.svd(np.eye(5) - U @ U.T)[0][:, :2]
     assert p.error(W.ravel()) == pytest.approx(2.0, abs=1e-9)
-    energy = PCAProblem(d=5, k=2, error_measure="energy")
-    assert energy.error(p.theta_star) == pytest.approx(1.0)
-    assert energy.error(W.ravel()) < 0.7
+    energy = PCAProblem(d=5, k=2, error_measure="energy_loss")
+    assert energy.error(p.theta_star) == pytest.approx(0.0, abs=1e-12)
+    assert energy.error(W.ravel()) > 0.3
+    assert p.error_measures(W.ravel())["energy_population"] == pytest.approx(1.0 - energy.error(W.ravel()))
     Sigma = p.population_moment
     np.testing.assert_allclose(Sigma @ U, U @ (U.T @ Sigma @ U), atol=1e-12)  # U is an eigenspace
     assert np.linalg.eigvalsh(U.T @ Sigma @ U).min() > np.linalg.eigvalsh(Sigma)[:3].max()

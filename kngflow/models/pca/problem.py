@@ -24,8 +24,9 @@ problem's ``d`` coefficients are the ``d * k`` entries ``V[i, j]`` at ``coef = i
 * the captured-energy ratio ``q = tr(V^T A V) / tr(V_k^T A V_k)`` of Chaudhuri, Sarwate
   & Sinha (CSS 2013), with ``V_k`` the top-``k`` eigenvectors of ``A`` (:func:`captured_energy`);
   on the sample ``A`` it needs the data, so the problem's ``error`` offers its population
-  version ``tr(V^T Sigma V) / tr(U^T Sigma U)`` (``error_measure = "energy"``), and
-  :meth:`PCAProblem.error_measures` gives both given the data.
+  version as a loss, ``1 - tr(V^T Sigma V) / tr(U^T Sigma U)`` (``error_measure =
+  "energy_loss"``: lower is better, like every stored ``error``; ``q >= 0.9`` is a loss
+  ``<= 0.1``), and :meth:`PCAProblem.error_measures` gives all of them given the data.
 
 Both are invariant to the basis's signs and to any rotation ``V -> V O`` within the subspace.
 
@@ -77,7 +78,7 @@ __all__ = [
 #: rows simulated at a time (bounds the memory of one data set at ``CHUNK * d`` floats)
 CHUNK = 1 << 16
 #: the error measures the problem declares (``error_measure`` picks the one stored as ``error``)
-ERROR_MEASURES = ("projection", "energy")
+ERROR_MEASURES = ("projection", "energy_loss")
 
 
 class PCAData(NamedTuple):
@@ -209,7 +210,7 @@ class PCAProblem(SimulatedProblem):
     d : int >= 2, the dimension; k : int in [1, d - 1], the subspace dimension.
     spikes : k floats > 1, decreasing (default ``(k + 1, k, ..., 2)``): the top variances over the rest's.
     basis : "random" (a Haar rotation ``Q`` drawn from the public ``basis_seed``) or "identity".
-    error_measure : "projection" (``||V V^T - U U^T||_F``) or "energy" (``tr(V^T Sigma V) /
+    error_measure : "projection" (``||V V^T - U U^T||_F``) or "energy_loss" (``1 - tr(V^T Sigma V) /
         tr(U^T Sigma U)``), the value stored as ``error``.
     """
 
@@ -307,7 +308,7 @@ class PCAProblem(SimulatedProblem):
         V = self.as_basis(estimate)
         if self.error_measure == "projection":
             return projection_distance(V, self.population_basis)
-        return captured_energy_population(V, self.population_moment, self.population_basis)
+        return 1.0 - captured_energy_population(V, self._Sigma, self._U)
 
     def error_measures(self, estimate, data: PCAData | None = None) -> dict:
         """Every error measure of ``estimate``: ``projection``, ``energy_population`` and, given the
