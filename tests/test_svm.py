@@ -381,6 +381,7 @@ def _min_p(draws, cdfs):
 
 
 @pytest.mark.parametrize("n", [10, 50])
+@pytest.mark.slow
 def test_kng_gradient_map_follows_the_density(n):
     """2000 gradient-map chains against the grid-normalised density on {||w||_1 <= 6} (KS on
     both coordinates, p < 1e-5 rejects), n = 10 (the law spreads over Theta) and 50; the
@@ -395,6 +396,7 @@ def test_kng_gradient_map_follows_the_density(n):
     assert _min_p(wrong, cdfs) < P_REJECT
 
 
+@pytest.mark.slow
 def test_hinge_kng_surrogate_map_follows_the_density():
     """1000 surrogate-map chains (200 Metropolis sweeps, then 50 proposals) against the
     grid-normalised hinge-KNG density, n = 30; draws at 2 eps fail the same check."""
@@ -500,3 +502,31 @@ def test_report_section_gives_the_other_error_measure():
     assert f"| a | 100 | {want_a:.4g} |" in text and f"| b | 100 | {p.excess_risk(2 * ts):.4g} |" in text
     (text,) = SVMProblem(d=2, metric="excess_risk").report_sections(ds)
     assert "misclassification" in text and f"| b | 100 | {p.misclassification(2 * ts):.4g} |" in text
+
+
+@pytest.mark.slow
+def test_study_runs_through_the_cli(tmp_path):
+    """The shipped spec, reduced (n = 300, two epsilons, 2 replicates, the four cheapest
+    mechanisms), runs through ``kngflow run`` on one worker with the model named by
+    references, and ``kngflow report`` adds the other error measure and the claims' verdicts."""
+    from conftest import WORKFLOWS, kngflow_cli, reduced_workflow
+
+    text = (reduced_workflow(tmp_path, "svm", [
+        ("n = [1_000, 10_000]", "n = [300]"), ("epsilon = [0.05, 0.1, 0.2, 0.5, 1.0, 2.0]", "epsilon = [0.5, 2.0]"),
+        ("replicates = 50", "replicates = 2")])).read_text()
+    keep = {"nonprivate", "output", "objective", "objective_ext_linf"}
+    blocks = text.split("[[mechanisms]]")
+    text = blocks[0] + "".join("[[mechanisms]]" + b for b in blocks[1:] if b.split('"')[1] in keep)
+    spec = tmp_path / "svm.toml"
+    spec.write_text(text)
+    claims = (WORKFLOWS / "svm.claims.toml").read_text().split("[[claims]]")
+    (tmp_path / "svm.claims.toml").write_text(claims[0] + "[[claims]]" + claims[1])  # the CMS claim: its labels ran
+    store = tmp_path / "s.zarr"
+    run = kngflow_cli("run", spec, "--store", store, "--workers", 1, "--no-dashboard", "--no-progress")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "16/16 cells done, 0 failed" in run.stdout
+    out = tmp_path / "report"
+    report = kngflow_cli("report", store, "--out", out, "--claims", tmp_path / "svm.claims.toml")
+    assert report.returncode == 0, report.stdout + report.stderr
+    md = (out / "report.md").read_text()
+    assert "The other error measure: excess regularised risk" in md and "cms-objective-beats-output" in md
