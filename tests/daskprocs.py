@@ -19,6 +19,12 @@ from kngflow.sweep.cluster import WORKER_ENV
 DENY_PATHS = Path(__file__).with_name("deny_paths.py")
 
 
+#: the longest wait for a state the tests need (a scheduler up, workers joined, the cluster idle):
+#: an upper bound, never a delay -- every wait polls and returns as soon as the state is reached,
+#: and a loaded 2-core machine can take a minute to start a worker that imports numba
+READY_TIMEOUT = 300
+
+
 def kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL the process group of ``proc`` (started with ``start_new_session``) and reap it."""
     try:
@@ -52,14 +58,14 @@ class DaskProcesses:
             ["dask", "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
              "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(self.scheduler_file)],
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + READY_TIMEOUT
         while not self._scheduler_file_ready():
             if self.scheduler.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("dask scheduler did not start:\n" + self.log("scheduler"))
             time.sleep(0.05)
         self.address = json.loads(self.scheduler_file.read_text())["address"]
         # not the default scheduler: the tests read stores in this process, out of the workers' reach
-        self.client = Client(scheduler_file=str(self.scheduler_file), timeout=60, set_as_default=False)
+        self.client = Client(scheduler_file=str(self.scheduler_file), timeout=READY_TIMEOUT, set_as_default=False)
 
     def _scheduler_file_ready(self) -> bool:
         try:
@@ -108,7 +114,7 @@ class DaskProcesses:
         )
         return name
 
-    def wait_for_workers(self, k: int, timeout: float = 60) -> None:
+    def wait_for_workers(self, k: int, timeout: float = READY_TIMEOUT) -> None:
         """Wait until the scheduler knows exactly the ``k`` workers started here."""
         self.client.wait_for_workers(k, timeout=timeout)
         deadline = time.monotonic() + timeout
@@ -124,7 +130,7 @@ class DaskProcesses:
         """kill -9 a worker (its nanny and worker process: the whole process group)."""
         kill_group(self.workers.pop(name))
 
-    def wait_idle(self, timeout: float = 60) -> None:
+    def wait_idle(self, timeout: float = READY_TIMEOUT) -> None:
         """Wait until neither the scheduler nor any worker holds a task (orphans finished)."""
 
         def scheduler_tasks(dask_scheduler):

@@ -56,7 +56,7 @@ def start_run(spec: Path, store: Path, *extra, progress: bool = False) -> subpro
     )
 
 
-def wait_computing(proc: subprocess.Popen, store: Path, timeout: float = 120) -> None:
+def wait_computing(proc: subprocess.Popen, store: Path, timeout: float = 300) -> None:
     """Until the store holds the first results (the run is computing)."""
     t0 = time.monotonic()
     while not (store / "zarr.json").exists() or not st.read_flags(store)[0].any():
@@ -64,6 +64,36 @@ def wait_computing(proc: subprocess.Popen, store: Path, timeout: float = 120) ->
         assert time.monotonic() - t0 < timeout, "the run did not start"
         time.sleep(0.2)
     assert proc.poll() is None, proc.communicate()
+
+
+def alive(pids) -> list[int]:
+    """The processes of ``pids`` still running (zombies are gone)."""
+    out = []
+    for p in pids:
+        try:
+            if psutil.Process(p).status() != "zombie":
+                out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def wait_gone(pids, timeout: float = 60) -> list[int]:
+    """Poll until every process of ``pids`` has ended (at most ``timeout`` s); those still running."""
+    deadline = time.monotonic() + timeout
+    while alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return alive(pids)
+
+
+def wait_for_text(path: Path, text: str, timeout: float = 120) -> None:
+    """Poll the file ``path`` until it holds ``text``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text(errors="replace"):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{path} did not get {text!r} within {timeout:g} s")
 
 
 def worker_pids(proc: subprocess.Popen) -> list[int]:
@@ -110,8 +140,7 @@ def test_signal_prints_one_line(sig, status, progress, target, tmp_path):
     else:
         assert lines == [line], err
     assert not lock_path(store).exists()
-    time.sleep(1)
-    assert not [p for p in workers if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+    assert not wait_gone(workers)
     # what was computed is in the store and readable
     ds = xr.open_zarr(store)
     assert ds.done.sum() > 0
@@ -198,7 +227,7 @@ def test_log_file_takes_the_logs_of_client_and_workers(tmp_path):
     try:
         wait_computing(proc, store)
         os.kill(worker_pids(proc)[0], signal.SIGKILL)
-        time.sleep(6)  # the nanny notices and restarts the worker
+        wait_for_text(log, "Restarting worker")  # the nanny notices and restarts the worker
         os.killpg(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:

@@ -113,6 +113,41 @@ def wait_for_line(proc: subprocess.Popen, pattern: str) -> str:
     pytest.fail(f"no line matching {pattern!r}:\n{text}")
 
 
+def wait_for_submitted(proc: subprocess.Popen, procs: DaskProcesses) -> int:
+    """Poll the scheduler until it holds tasks of the run (the run must still be going); their count."""
+
+    def scheduler_tasks(dask_scheduler):
+        return len(dask_scheduler.tasks)
+
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended before it submitted a task (rc {proc.returncode}):\n{proc.err_path.read_text()}")
+        held = procs.client.run_on_scheduler(scheduler_tasks)
+        if held:
+            return held
+        time.sleep(0.05)
+    kill_group(proc)
+    pytest.fail("the run submitted no task in time")
+
+
+def wait_for_done_cell(proc: subprocess.Popen, store: Path) -> int:
+    """Poll the store's done flags until a cell is done (the run must still be going); the count."""
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended before a cell was seen done (rc {proc.returncode}):\n{proc.err_path.read_text()}")
+        try:
+            done, _ = st.read_flags(store)
+        except Exception:  # noqa: BLE001 - the template may be in the middle of being written
+            done = None
+        if done is not None and np.count_nonzero(done):
+            return int(np.count_nonzero(done))
+        time.sleep(0.05)
+    kill_group(proc)
+    pytest.fail("no cell was done in time")
+
+
 def processing(procs: DaskProcesses) -> int:
     """Tasks the scheduler has handed to workers right now."""
     return sum(len(keys) for keys in procs.client.processing().values())
@@ -141,8 +176,8 @@ def late_run(study, procs, tmp_path, *worker_args) -> tuple[list[int], str, xr.D
     joined, the run's stdout and the store."""
     store = tmp_path / "runs" / "late.zarr"
     proc = start_run(procs, study["spec"], store)
-    wait_for_line(proc, r"^store .*: created; 0/")  # the run is submitting, with no worker
-    time.sleep(2)
+    wait_for_line(proc, r"^store .*: created; 0/")
+    wait_for_submitted(proc, procs)  # the run has submitted tasks, with no worker to run them
     for args in worker_args:
         procs.start_worker(*args)
     procs.client.wait_for_workers(len(worker_args), timeout=120)
@@ -192,6 +227,7 @@ def test_worker_with_another_version_joining_late_stops_the_run(study, procs, tm
     store = tmp_path / "runs" / "late_other.zarr"
     proc = start_run(procs, study["spec"], store)
     wait_for_line(proc, r"^store .*: created; 0/")
+    wait_for_done_cell(proc, store)  # the good worker has finished (and the client written) a cell
     procs.start_worker("--preload", str(FAKE_VERSION))
     out, err = finish(proc)
     assert proc.returncode == 2, out + err
