@@ -218,9 +218,10 @@ def test_gibbs_matches_exact_law():
     V = gibbs(C, 2, 8000, 20, 7)
     w = np.cross(V[:, :, 0], V[:, :, 1])
     w *= np.random.default_rng(8).choice([-1.0, 1.0], size=(len(w), 1))  # the law is antipodally symmetric
-    assert sphere_ks(w, -C) > P_MIN
-    exact, _ = bingham_sphere(-C, np.random.default_rng(10), 8000)
-    assert stats.ks_2samp(np.abs(w @ np.linalg.eigh(C)[1]).ravel(), np.abs(exact @ np.linalg.eigh(C)[1]).ravel()).pvalue > P_MIN / 10
+    assert sphere_ks(w, -C) > P_MIN / 2  # Bonferroni with the two-sample test below
+    exact, _ = bingham_sphere(-C, np.random.default_rng(10), 8000)  # and against exact draws, on |w^T u_1|
+    u1 = np.linalg.eigh(C)[1][:, -1]
+    assert stats.ks_2samp(np.abs(w @ u1), np.abs(exact @ u1)).pvalue > P_MIN / 2
     V2 = gibbs(2 * C, 2, 8000, 20, 11)  # 2 epsilon
     w2 = np.cross(V2[:, :, 0], V2[:, :, 1]) * np.random.default_rng(12).choice([-1.0, 1.0], size=(8000, 1))
     assert sphere_ks(w2, -C) < P_MIN
