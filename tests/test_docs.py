@@ -46,6 +46,7 @@ Output shown as comments in a block is not compared.
 
 from __future__ import annotations
 
+import argparse
 import io
 import os
 import re
@@ -298,13 +299,23 @@ def test_page_runs_as_written(page, tmp_path, monkeypatch, cluster_targets):
     plt.close("all")
 
 
+#: The test command: the README's, docs/index.md's and the one .ci/run runs (test and docs extras:
+#: the docs build and the notebooks run too).
+TEST_COMMAND = 'pip install -e ".[test,docs]" && python -m pytest -q -n 2'
+
+
 def test_the_readme_is_a_guide():
     """The README stays short, keeps the test command of .ci/run and links the docs pages."""
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 250
-    assert 'pip install -e ".[test]" && python -m pytest -q -n 2' in text
+    block = [body for lang, body in blocks(ROOT / "README.md") if "pytest" in body]
+    assert block == [TEST_COMMAND + "\n"]
+    assert f"`{TEST_COMMAND}`" in (DOCS / "index.md").read_text()
+    # .ci/run runs exactly that command, its two halves timed as phases, after the setup
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "python -m pytest -q -n 2\n" in ci
+    phases = re.findall(r'^phase "([^"]+)" (.+)$', ci, re.M)
+    assert [name.split(" ")[0] for name, _ in phases] == ["setup", "installs", "suite", "floors"], phases
+    assert " && ".join(cmd for _, cmd in phases[1:3]) == TEST_COMMAND
     for page in ("docs/index.md", "docs/studies.md", "docs/privacy.md", "docs/audits.md", "docs/performance.md",
                  "docs/cluster.md", "docs/plugins.md"):
         assert f"]({page})" in text, page
@@ -321,3 +332,71 @@ def test_mkdocs_build_strict(tmp_path):
                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert proc.returncode == 0, proc.stderr[-5000:]
     assert (tmp_path / "site" / "api" / "mechanisms" / "index.html").read_text().count("get_mechanism") > 0
+
+
+def _help_texts() -> dict[str, str]:
+    """``{subcommand: its --help text}`` from kngflow's own argparse parser."""
+    from kngflow.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {name: p.format_help() for name, p in sub.choices.items()}
+
+
+def kngflow_command_lines(text: str) -> list[str]:
+    """Every ``kngflow ...`` command line of a page: in its bash/console blocks and in its
+    inline code spans (`` `kngflow plan SPEC --workers N` ``)."""
+    found = []
+    for m in FENCE.finditer(text):
+        lang = m["lang"].strip()
+        if lang in ("bash", "console"):
+            indent = len(m["indent"])
+            body = "".join(line[indent:] for line in m["body"].splitlines(keepends=True))
+            found += [c for c, _ in commands(body, lang) if c.startswith("kngflow ")]
+    prose = FENCE.sub("", text)
+    found += [span for span in re.findall(r"`(kngflow [^`\n]+)`", prose)]
+    return found
+
+
+def unknown_flags(text: str, helps: dict[str, str]) -> list[str]:
+    """``"kngflow CMD --flag"`` for every flag a command line of ``text`` gives a subcommand
+    whose ``--help`` does not list it (and every unknown subcommand)."""
+    bad = []
+    for line in kngflow_command_lines(text):
+        try:
+            argv = shlex.split(line)
+        except ValueError:
+            argv = line.split()
+        if len(argv) < 2 or argv[1].startswith("-"):  # `kngflow --version`
+            continue
+        cmd = argv[1]
+        if cmd not in helps:
+            if cmd.isidentifier():  # "kngflow COMMAND" and other placeholders are words in capitals
+                bad.append(f"kngflow {cmd}" if not cmd.isupper() else "")
+            continue
+        for token in argv[2:]:
+            flag = token.strip("[]").split("=")[0]  # "[--store PATH]" in a synopsis
+            if re.fullmatch(r"--[a-z][a-z0-9-]*", flag) and not re.search(
+                    rf"(?<![\w-]){re.escape(flag)}(?![\w-])", helps[cmd]):
+                bad.append(f"kngflow {cmd} {flag}")
+    return [b for b in bad if b]
+
+
+FLAG_PAGES = PAGES + [DOCS / "plugins.md", ROOT / "cluster" / "README.md"]
+
+
+def test_documented_flags_exist_in_help():
+    """Every flag a page gives a ``kngflow`` subcommand (code blocks and inline code) is in
+    that subcommand's ``--help``; negative controls: a made-up flag, and ``--lifetime`` (an
+    option of ``dask worker``, not of ``kngflow run``)."""
+    helps = _help_texts()
+    assert {"run", "plan", "status", "verify", "report", "audit"} <= set(helps)
+    control = ("```bash\nkngflow run workflows/kng_linear.toml --store s.zarr --made-up-flag 3\n```\n"
+               "Retire workers with `kngflow run SPEC --store S --lifetime 2h`; `kngflow report S --html` is fine.\n")
+    assert unknown_flags(control, helps) == ["kngflow run --made-up-flag", "kngflow run --lifetime"]
+    checked = 0
+    for page in FLAG_PAGES:
+        text = page.read_text()
+        checked += len(kngflow_command_lines(text))
+        assert unknown_flags(text, helps) == [], page.relative_to(ROOT)
+    assert checked > 50
