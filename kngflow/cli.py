@@ -131,7 +131,19 @@ def build_parser() -> argparse.ArgumentParser:
     from kngflow.audit import command as audit_command
 
     audit_command.add_parser(sub)
+    audit = sub.choices["audit"]
+    audit.epilog = ((audit.epilog + " ") if audit.epilog else "") + PAIR_NOTATION
     return p
+
+
+#: How ``kngflow audit`` writes an adjacent pair (``--pair`` and its output); docs/audits.md says the same.
+PAIR_NOTATION = (
+    "Pairs are written as the audit prints them, e.g. '(0,1) + (1,-1) -> (-1,-1)': a data set is a sum of "
+    "records, each record in parentheses with the problem's fields (linear regression: x1, ..., y), and "
+    "'K*(r)' is K copies of the record r; the last record before '->' is the one that changes, and the "
+    "record after '->' replaces it. So '(0,1) + (1,-1) -> (-1,-1)' is the two records (0,1), (1,-1) against "
+    "(0,1), (-1,-1). A '-0' is a zero (the sign of a floating-point zero, kept as computed): (-0,-1) is (0,-1)."
+)
 
 
 def _err(msg: str) -> None:

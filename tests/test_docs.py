@@ -400,3 +400,15 @@ def test_documented_flags_exist_in_help():
         checked += len(kngflow_command_lines(text))
         assert unknown_flags(text, helps) == [], page.relative_to(ROOT)
     assert checked > 50
+
+
+def test_audit_pair_notation_is_explained_where_it_is_printed():
+    """``kngflow audit --help`` and docs/audits.md explain the pair notation, with the same example."""
+    proc = subprocess.run([*kngflow_command(), "audit", "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    for part in ("'(0,1) + (1,-1) -> (-1,-1)'", "'K*(r)' is K copies of the record r",
+                 "the last record before '->' is the one that changes", "A '-0' is a zero"):
+        assert part in text, part
+    page = " ".join((DOCS / "audits.md").read_text().split())
+    assert "`(0,1) + (1,-1) -> (-1,-1)`" in page and "A `-0` is a zero" in page and "`K*(r)` is K copies" in page
