@@ -276,7 +276,7 @@ def cmd_run(args) -> int:
     from kngflow.sweep.cluster import ClusterConfigError, connect
     from kngflow.sweep.engine import (SchedulerLost, VersionMismatch, check_store, check_workers, plugin_modules,
                                       runtime_versions)
-    from kngflow.sweep.quiet import drop_reconnect_errors, log_to_file
+    from kngflow.sweep.quiet import busy_ports, drop_reconnect_errors, log_to_file
 
     if args.log_file:
         log_to_file(args.log_file)
@@ -305,17 +305,18 @@ def cmd_run(args) -> int:
                 address = args.scheduler or json.loads(Path(args.scheduler_file).read_text())["address"]
                 print(f"connecting to {address} (timeout {args.connect_timeout:g} s)", flush=True)
             try:
-                client = stack.enter_context(
-                    connect(
-                        scheduler=args.scheduler,
-                        scheduler_file=args.scheduler_file,
-                        cluster_file=args.cluster,
-                        workers=args.workers,
-                        dashboard_address=dashboard,
-                        timeout=args.connect_timeout,
-                        log_file=args.log_file,
+                with busy_ports() as busy:  # distributed's warning about a busy port: one line of ours below
+                    client = stack.enter_context(
+                        connect(
+                            scheduler=args.scheduler,
+                            scheduler_file=args.scheduler_file,
+                            cluster_file=args.cluster,
+                            workers=args.workers,
+                            dashboard_address=dashboard,
+                            timeout=args.connect_timeout,
+                            log_file=args.log_file,
+                        )
                     )
-                )
             except OSError as exc:  # refused, unreachable, timed out (TimeoutError is an OSError)
                 _err(f"cannot connect to the Dask scheduler of {where}: {exc}")
                 return EXIT_BAD_INPUT
@@ -340,8 +341,11 @@ def cmd_run(args) -> int:
             print(f"scheduler {client.scheduler.address}; {nworkers} workers", flush=True)
             remote = args.scheduler or args.scheduler_file or args.cluster
             link = _dashboard_link(client) if (remote or dashboard) else None
+            taken = [port for port, _used in busy]
             if link:
-                print(f"dashboard: {link}", flush=True)
+                print(f"dashboard: {link}" + (f" (port {taken[0]} is in use)" if taken else ""), flush=True)
+            elif taken:
+                print(f"dashboard: none (port {taken[0]} is in use)", flush=True)
             result = run_sweep(
                 spec,
                 args.store,
