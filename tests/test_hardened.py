@@ -120,7 +120,7 @@ def test_every_mechanism_accepts_hardened_and_get_mechanism_defaults_to_it():
 
 
 @pytest.mark.parametrize("problem, kind, options, field", [
-    ("linear", "kng", {"sampler": "exact"}, "sampler"),
+    ("linear", "kng", {"sampler": "gradient_map"}, "sampler"),
     ("linear", "kng", {"sampler": "gibbs"}, "sampler"),
     ("logistic", "kng", {"sampler": "gradient_map"}, "sampler"),
     ("quantreg", "kng", {"base": "gaussian"}, "base"),
@@ -217,3 +217,27 @@ def test_a_real_data_spec_runs_hardened_and_the_store_says_so(tmp_path):
     assert out.returncode == 2 and not store2.exists(), out.stdout + out.stderr
     lines = [ln for ln in out.stderr.strip().splitlines() if ln]
     assert len(lines) == 1 and "hardened" in lines[0] and "mechanisms[2]" in lines[0], out.stderr
+
+
+def test_hardened_is_listed_only_where_it_can_be_honoured_and_a_declared_box_hardens_a_plug_in():
+    ref = f"{__name__}:NoHardening"
+    assert "hardened" not in type(get_mechanism("mean", ref)).option_names()
+    assert not get_mechanism("mean", ref, hardened=False).hardened
+    assert "hardened" in type(get_mechanism("mean", "kng")).option_names()
+    out = kngflow_cli("audit", ref, "--problem", "mean", "--draws", "2000", "--option", "hardened=false")
+    assert "--option hardened=true" not in out.stdout and "declares no hardening" in out.stdout, out.stdout + out.stderr
+    boxed = get_mechanism("mean", f"{__name__}:BoxHardened")
+    assert boxed.hardened and "hardened" in type(boxed).option_names()
+    data = get_problem("mean", d=2).simulate(50, np.random.default_rng(0))
+    rel = boxed.release(data, 1.0, np.random.default_rng(1))
+    h = boxed.hardening(data, 1.0)
+    assert np.array_equal(rel.estimate / h.grid, np.round(rel.estimate / h.grid))
+
+
+class BoxHardened(NoHardening):
+    """The plug-in of docs/plugins.md ("Hardening a plug-in"): a declared output box and
+    rounding bound, the coupling route."""
+
+    def hardening(self, data, epsilon):
+        # the release is clipped to [-2, 2]^d; its float64 evaluation errs by at most 8 ulps of 2
+        return coupling_hardening(2.0, 8 * 2.0**-53 * 2.0, data.d)

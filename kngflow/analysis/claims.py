@@ -4,6 +4,7 @@ A study may ship its paper's claims beside its spec (``workflows/NAME.claims.tom
 ``workflows/NAME.toml``).  Each claim is one table of ``[[claims]]``::
 
     study = "knorm_randhie"          # optional: the spec's name the claims are about
+                                     # (or a list: the study and its variants, e.g. hardened)
 
     [[claims]]
     id = "fig4-order"
@@ -172,8 +173,10 @@ def parse_claims(text: str, source: str = "claims") -> tuple[str | None, list[Cl
     if unknown:
         raise ClaimsError(f"{source}: unknown top-level field {unknown[0]!r}; allowed: claims, level, study")
     study = raw.get("study")
-    if study is not None and not isinstance(study, str):
-        raise ClaimsError(f"{source}: study must be a string")
+    if isinstance(study, list) and study and all(isinstance(x, str) for x in study):
+        study = tuple(study)
+    elif study is not None and not isinstance(study, str):
+        raise ClaimsError(f"{source}: study must be a string or a list of strings (the study and its variants)")
     entries = raw.get("claims")
     if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
         raise ClaimsError(f"{source}: no [[claims]] tables")
@@ -246,7 +249,9 @@ def default_claims_path(ds: xr.Dataset, store_path: str | os.PathLike | None = N
 
     The store records its spec's ``name`` (attribute ``title``); the file is ``NAME.claims.toml``
     looked for in ``workflows/`` under the current directory, beside the store, and in the
-    ``workflows/`` directory beside the installed package's source tree (in that order).
+    ``workflows/`` directory beside the installed package's source tree (in that order), or
+    else a claims file there whose ``study`` list names the study (a variant of a study,
+    such as its hardened run, shares the study's claims).
     """
     name = str(ds.attrs.get("title") or "").strip()
     if not name:
@@ -259,6 +264,14 @@ def default_claims_path(ds: xr.Dataset, store_path: str | os.PathLike | None = N
     for p in places:
         if p.is_file():
             return p
+    for folder in dict.fromkeys(p.parent for p in places):  # a variant named by another study's file
+        for p in sorted(folder.glob("*.claims.toml")) if folder.is_dir() else ():
+            try:
+                study = tomllib.loads(p.read_text(encoding="utf-8")).get("study")
+            except (OSError, tomllib.TOMLDecodeError):
+                continue
+            if isinstance(study, list) and name in study:
+                return p
     return None
 
 
@@ -567,8 +580,10 @@ def evaluate_claims(ds: xr.Dataset, claims: list[Claim], *, study: str | None = 
     when given it must equal the store's spec name.
     """
     title = str(ds.attrs.get("title") or "")
-    if study is not None and title and study != title:
-        raise ClaimsError(f"the claims are about study {study!r}, the store holds study {title!r}")
+    studies = (study,) if isinstance(study, str) else study
+    if studies is not None and title and title not in studies:
+        named = repr(studies[0]) if len(studies) == 1 else f"one of {list(studies)}"
+        raise ClaimsError(f"the claims are about study {named}, the store holds study {title!r}")
     ev = _Evaluator(ds)
     for claim in claims:
         ev._labels(claim)

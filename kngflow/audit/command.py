@@ -10,7 +10,11 @@ where the law is computable (a ``Density`` in 1-D/2-D, ``StatisticNoise`` or
 ``GradientNoise`` in closed form), the accountant audit of a ``Composed`` claim, then always
 the black-box audit of the released record, and with ``--side-channel`` the side-channel
 audit of the other outputs.  Prints, per audit, the privacy loss (exact, or a lower
-confidence bound), the adjacent pair used and a verdict.
+confidence bound), the adjacent pair used and a verdict; the black-box audit adds its
+power statement (the smallest loss on its pair and events it flags w.p. >= 0.9).
+``--target-power L`` draws until a loss of L would be flagged; ``--workers N`` (a local
+Dask cluster) and ``--scheduler ADDRESS`` draw the black-box releases as Dask tasks, with
+the same bound as in one process.
 Exit status: 0 every audit passed, 1 a privacy violation was flagged, 2 bad input (one line
 on stderr: an unknown or broken plug-in, a problem without an audit record domain, a
 mechanism whose release fails or returns something other than a ``Release`` of ``d``
@@ -19,6 +23,7 @@ coefficients).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 
@@ -50,7 +55,15 @@ def add_parser(subparsers) -> None:
                    "steps=1000); repeatable")
     p.add_argument("--epsilon", default="1.0", metavar="E", help="declared epsilon (default 1)")
     p.add_argument("--run-epsilon", metavar="E", help="epsilon the mechanism runs at (negative control; default --epsilon)")
-    p.add_argument("--draws", default="20000", metavar="N", help="releases per data set for the black-box and bit-level audits (default 20000)")
+    p.add_argument("--draws", default="50000", metavar="N", help="releases per data set for the black-box and bit-level audits (default 50000)")
+    p.add_argument("--target-power", metavar="L", help="draw until a privacy loss of L on the chosen pair and events "
+                   "would be flagged with probability >= 0.9 (at least --draws, at most --max-draws releases per data set)")
+    p.add_argument("--max-draws", default="10000000", metavar="N", help="most releases per data set --target-power may "
+                   "draw (default 10000000)")
+    p.add_argument("--workers", metavar="N", help="draw the black-box audit's releases on a local Dask cluster of N "
+                   "worker processes (the bound does not depend on N)")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="draw them on the Dask cluster of this scheduler "
+                   "(tcp://host:port); its workers must import the mechanism's module")
     p.add_argument("--pair", metavar="PAIR", help="adjacent pair, e.g. '14*(1,-0.5,-1) + (1,-1,1) -> (1,1,-1)' (default: searched)")
     p.add_argument("--side-channel", action="store_true", help="also audit every output besides the estimate")
     p.add_argument("--seed", default="0", metavar="S", help="seed of the audit (default 0)")
@@ -115,6 +128,7 @@ def _setup(args):
         raise _BadInput(f"--run-epsilon must be > 0, got {args.run_epsilon!r}")
     draws = _number("draws", args.draws, int, 100)
     seed = _number("seed", args.seed, int, 0)
+    _cluster_arguments(args, draws)
     opts = _key_values("option", args.option)
     given = _key_values("problem-option", args.problem_option)
     kind, name = args.mechanism, args.problem
@@ -153,6 +167,26 @@ def _setup(args):
         raise _BadInput(f"--pair: a data set needs at least d={problem.d} records, got {len(pair.rest) + 1}")
     data = _trial_release(mechanism, kind, audit_view(mechanism, problem), name, pair, boundary, fill, run_eps, seed)
     return problem, mechanism, pair, epsilon, run_eps, draws, seed, data
+
+
+def _cluster_arguments(args, draws) -> None:
+    """Check --target-power, --max-draws, --workers and --scheduler (syntax only); set
+    ``args.target``, ``args.max_draws_n``, ``args.workers_n``."""
+    args.target = None if args.target_power is None else _number("target-power", args.target_power)
+    if args.target is not None and not args.target > 0:
+        raise _BadInput(f"--target-power must be > 0, got {args.target_power!r}")
+    args.max_draws_n = _number("max-draws", args.max_draws, int, 100)
+    if args.max_draws_n < draws:
+        raise _BadInput(f"--max-draws must be >= --draws ({draws}), got {args.max_draws!r}")
+    args.workers_n = None if args.workers is None else _number("workers", args.workers, int, 1)
+    if args.scheduler is not None:
+        from kngflow.sweep.cluster import check_address
+
+        if args.workers is not None:
+            raise _BadInput("--workers and --scheduler exclude each other: a scheduler brings its own workers")
+        why = check_address(args.scheduler)
+        if why:
+            raise _BadInput(f"--scheduler {args.scheduler!r}: {why}")
 
 
 def _trial_release(mechanism, kind, problem, name, pair, boundary, fill, epsilon, seed) -> None:
@@ -195,7 +229,11 @@ def run(args) -> int:
         print(f"kngflow audit: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        results = _audits(args, problem, mechanism, pair, epsilon, run_eps, draws, seed)
+        with _runner(args) as runner:
+            results = _audits(args, problem, mechanism, pair, epsilon, run_eps, draws, seed, runner)
+    except _BadInput as exc:
+        print(f"kngflow audit: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except Exception as exc:  # noqa: BLE001 - the mechanism's (or plug-in problem's) failure, named
         print(f"kngflow audit: error: mechanism {args.mechanism!r} failed during the audit: {_failure(exc)}",
               file=sys.stderr)
@@ -206,21 +244,45 @@ def run(args) -> int:
         # the guarantee of the hardened release, derived in kngflow.mechanisms.hardening
         print(mechanism.hardening(data, run_eps).describe(run_eps, mechanism.privacy_claim().delta))
     elif mechanism.private:
-        print("not hardened: the float64 release itself, whose low bits depend on the data "
-              "(--option hardened=true snaps it to a public grid)")
+        print("not hardened: the float64 release itself, whose low bits depend on the data"
+              + (" (--option hardened=true snaps it to a public grid)" if type(mechanism).hardenable() else
+                 " (the mechanism declares no hardening; see docs/plugins.md, 'Hardening a plug-in')"))
     flagged = [r.kind for r in results if not r.passed]
     print(f"verdict: {'FLAGGED by ' + ', '.join(flagged) + ' audit' if flagged else 'PASS'}"
           f" (declared epsilon={epsilon:g})")
     return EXIT_FLAGGED if flagged else EXIT_OK
 
 
-def _audits(args, problem, mechanism, pair, epsilon, run_eps, draws, seed) -> list:
+@contextlib.contextmanager
+def _runner(args):
+    """Where the black-box releases are drawn: this process, a local Dask cluster
+    (``--workers``) or the cluster of ``--scheduler``."""
+    if args.workers_n is None and args.scheduler is None:
+        yield None
+        return
+    from kngflow.sweep.cluster import connect
+
+    from .runner import DaskRunner
+
+    where = f"scheduler {args.scheduler}" if args.scheduler else f"a local cluster of {args.workers_n} workers"
+    with contextlib.ExitStack() as stack:
+        try:
+            client = stack.enter_context(connect(scheduler=args.scheduler, workers=args.workers_n,
+                                                 dashboard_address=None, timeout=30))
+        except Exception as exc:  # noqa: BLE001 - unreachable scheduler, cluster failing to start
+            raise _BadInput(f"cannot connect to {where}: {_failure(exc)}") from None
+        yield DaskRunner(client)
+
+
+def _audits(args, problem, mechanism, pair, epsilon, run_eps, draws, seed, runner=None) -> list:
     """The audits of :func:`~kngflow.audit.exact.audit_plan`, in its order; their results."""
+    import numpy as np
     from tqdm import tqdm
 
     from .accountant import accountant_audit
     from .blackbox import blackbox_audit, planned_releases, side_channel_audit
     from .exact import audit_plan, exact_audit, knorm_audit, statistic_audit
+    from .pairs import audit_view
 
     plan = audit_plan(mechanism, problem, pair)
     results = []
@@ -242,13 +304,15 @@ def _audits(args, problem, mechanism, pair, epsilon, run_eps, draws, seed) -> li
         with tqdm(total=2 * draws, unit="release", disable=args.no_progress, file=sys.stderr, leave=False) as bar:
             results.append(bit_audit(mechanism, problem, epsilon, run_epsilon=run_eps, pair=pair, draws=draws,
                                      seed=seed, progress=bar.update))
-    pilot = max(100, draws // 10)
-    total = (2 if args.side_channel else 1) * planned_releases(draws, pilot, pair_given=pair is not None)
+    records = len(np.unique(np.vstack(audit_view(mechanism, problem).audit_records()), axis=0))
+    total = (2 if args.side_channel else 1) * planned_releases(draws, pair_given=pair is not None, records=records)
     with tqdm(total=total, unit="release", disable=args.no_progress,
               file=sys.stderr, leave=False) as bar:
         results.append(blackbox_audit(mechanism, problem, epsilon, run_epsilon=run_eps, pair=pair, draws=draws,
-                                      pilot=pilot, seed=seed, progress=bar.update))
+                                      seed=seed, target_power=args.target, max_draws=args.max_draws_n,
+                                      runner=runner, progress=bar.update))
         if args.side_channel:
-            results.append(side_channel_audit(mechanism, problem, epsilon, pair=pair, draws=draws, pilot=pilot,
-                                              seed=seed, progress=bar.update))
+            results.append(side_channel_audit(mechanism, problem, epsilon, pair=pair, draws=draws,
+                                              pilot=max(100, draws // 10), seed=seed, runner=runner,
+                                              progress=bar.update))
     return results

@@ -242,7 +242,15 @@ class Mechanism:
                 names += [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name not in names]
                 if not any(p.kind is p.VAR_KEYWORD for p in params):
                     break  # options passed on with **kw continue up the hierarchy
-        return names + ["hardened"]
+        return names + (["hardened"] if cls.hardenable() else [])
+
+    @classmethod
+    def hardenable(cls) -> bool:
+        """Whether ``hardened=True`` can be honoured: by a private mechanism that declares
+        :meth:`hardening`, and trivially by a non-private one (nothing to harden).  Only
+        then is ``hardened`` listed among the options (:meth:`option_names`); every class
+        still accepts ``hardened=False``."""
+        return not cls.private or cls.declares_hardening()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
