@@ -17,9 +17,10 @@ import numpy as np
 from kngflow._jit import jit
 from kngflow.mechanisms.generic import GRADIENT_MAP_PROPOSALS, gradient_map_draws
 from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, HardeningError, coupling_hardening, snap
-from kngflow.kernels.dd import affine_dd, certified_solve, gram_residual_norm, inverse_norm_bound, scale_dd
+from kngflow.kernels.dd import (affine_dd, certified_solve, certify_quadratic_l1_ball, gram_residual_norm,
+                                inverse_norm_bound, scale_dd)
 from kngflow.noise import knorm_noise
-from kngflow.kernels.optimize import project_l1_ball, quadratic_l1_ball
+from kngflow.kernels.optimize import quadratic_l1_ball
 from kngflow.models.linear.problem import (
     LinearStats,
     gradient_sensitivity,
@@ -595,51 +596,63 @@ class ExtendedObjectivePerturbation(_Linear):
             return hessian_bound(d) / np.expm1(x)
         return hessian_bound(d) * np.exp(-x) / -np.expm1(-x)
 
-    def _release(self, stats, epsilon, rng):
+    def _solve(self, stats, epsilon, rng):
+        """``(theta, V, iters)``: the noise and the float64 constrained minimiser."""
         d = stats.d
         V = knorm_noise(rng, self.norm, d, self.noise_law(d, epsilon)[1])
         H = 2.0 * stats.G + self.gamma(d, epsilon) * np.eye(d)
         h = 2.0 * stats.c - V
         theta = np.empty(d)
         iters = quadratic_l1_ball(H, h, self.bound, self.tol, self.max_iter, theta)
-        if self.hardened and not self._certified(H, h, theta, stats, epsilon):
-            iters += quadratic_l1_ball(H, h, self.bound, 0.0, self.max_iter, theta)
-            if not self._certified(H, h, theta, stats, epsilon):
-                raise RuntimeError("hardened release: the solver could not certify its rounding; use hardened=false")
+        return theta, V, iters
+
+    def _release(self, stats, epsilon, rng):
+        theta, _, iters = self._solve(stats, epsilon, rng)
         return theta, {"sampler": "exact", "acceptance": 1.0, "steps": int(iters)}
 
-    def _evaluation_error(self, stats, epsilon) -> float:
-        """Bound on the rounding of ``H theta - h`` in ℓ2, where ``||V||_∞ <= 64 (d + 1) scale``
-        (beyond it the gamma radius exceeds 64 times its mean): each of ``d`` entries sums
-        ``d + 1`` terms below ``2 d n B + gamma B + 2n + 64 (d + 1) scale`` (``|G_jk| <= n``)."""
-        d, n = stats.d, float(stats.n)
-        scale = self.noise_law(d, epsilon)[1]
-        size = 2.0 * d * n * self.bound + self.gamma(d, epsilon) * self.bound + 2.0 * n + 64.0 * (d + 1) * scale
-        return math.sqrt(d) * 2.0 * (d + 1) * UNIT_ROUNDOFF * size
+    def _release_output(self, stats, epsilon, rng):
+        """Hardened: the minimiser certified in double-double
+        (:func:`~kngflow.kernels.dd.certify_quadratic_l1_ball`: the KKT system of its face of
+        the ball, or of the interior, refined and certified), times ``scale`` exactly, and
+        snapped here (``site = "sampler"``); a solve that cannot be certified to ``η`` is
+        refined once more from a tighter solve, then raises (one line)."""
+        if not self.hardened:
+            return super()._release_output(stats, epsilon, rng)
+        h = self.hardening(stats, epsilon)
+        theta, V, iters = self._solve(stats, epsilon, rng)
+        G2 = 2.0 * np.ascontiguousarray(stats.G, dtype=np.float64)  # exact
+        vh, vl = two_sum_arrays(2.0 * np.asarray(stats.c, dtype=np.float64), -V)
+        gamma = self.gamma(stats.d, epsilon)
+        scale = float(stats.scale)
+        hi, lo = np.empty(stats.d), np.empty(stats.d)
+        for attempt in range(2):
+            cert = certify_quadratic_l1_ball(G2, gamma, vh, vl, theta, self.bound, REFINE_STEPS, hi, lo)
+            if math.isfinite(cert):
+                err = cert * abs(scale) * (1.0 + 2.0 * UNIT_ROUNDOFF) + scale_dd(hi, lo, scale)
+                if err + snap_rounding(h, hi) <= h.eta:
+                    return snap(hi, h, rng, lo), {"sampler": "exact", "acceptance": 1.0, "steps": int(iters)}
+            if attempt == 0:  # a tighter float solve finds the support the certificate needs
+                iters += quadratic_l1_ball(2.0 * stats.G + gamma * np.eye(stats.d), vh, self.bound, 0.0,
+                                           self.max_iter, theta)
+        raise RuntimeError("hardened release: the solver could not certify its rounding; use hardened=false")
 
-    def _certified(self, H, h, theta, stats, epsilon) -> bool:
-        """Whether ``||theta - theta*||_2 <= eta`` is certified: with ``mu = gamma`` and
-        ``L = lambda_max(H)``, ``||x - x*|| <= (1 + L / mu) ||x - P(x - grad / L)||`` for the
-        projected-gradient residual of a ``mu``-strongly convex quadratic, and the rounding
-        ``e`` of the gradient adds ``2 ||e|| / mu``."""
-        lmax = float(np.linalg.eigvalsh(H)[-1])
-        mu = self.gamma(stats.d, epsilon)
-        step = np.empty(stats.d)
-        project_l1_ball(theta - (H @ theta - h) / lmax, self.bound, step)
-        r = float(np.linalg.norm(theta - step))
-        return (1.0 + lmax / mu) * r + 2.0 * self._evaluation_error(stats, epsilon) / mu <= self._eta(stats, epsilon)
-
-    def _eta(self, stats, epsilon) -> float:
-        return 8.0 * self._evaluation_error(stats, epsilon) / self.gamma(stats.d, epsilon)
+    def spread(self, n: int, d: int, epsilon: float) -> float:
+        """``scale / (2 n d + gamma)``: an interior release is ``H^{-1}(2c - V)`` with
+        ``H = 2G + gamma I <= (2 n d + gamma) I`` and each coordinate of the K-norm noise
+        ``V`` of variance at least ``scale^2`` (:meth:`KNG.spread`)."""
+        return self.noise_law(d, epsilon)[1] / (2.0 * n * d + self.gamma(d, epsilon))
 
     def hardening(self, stats, epsilon) -> Hardening:
-        """Coupling route on ``{|theta_j| <= B scale}`` (:mod:`kngflow.mechanisms.hardening`):
-        the release is the constrained minimiser, whose law has atoms on the faces of the
-        ball, so no density bound; the solve is certified to within ``eta``
-        (:meth:`_certified`; ``eta = 8 ||e|| / gamma``, :meth:`_evaluation_error`) or the
-        release raises."""
+        """Coupling route on ``{|theta_j| <= B scale}`` with the grid following the spread
+        (:meth:`spread`, :func:`~kngflow.mechanisms.hardening.spread_grid`) and
+        ``η = Λ 2^-44``: the release is the constrained minimiser, whose law has atoms on
+        the faces of the ball, so no density bound; its solve is certified in double-double
+        to within ``η`` (:meth:`_release_output`) or the release raises.
+        δ′ = δ + (1 + e^ε) 2 d 2^-44."""
         scale = abs(float(stats.scale))
-        return coupling_hardening(self.bound * scale, self._eta(stats, epsilon) * scale, stats.d)
+        spread = self.spread(int(stats.n), int(stats.d), epsilon)
+        h = coupling_hardening(self.bound * scale, 0.0, stats.d, site="sampler", spread=spread * scale)
+        return h._replace(eta=math.ldexp(h.grid, -ETA_BITS))
 
 
 class ObjectivePerturbation(ExtendedObjectivePerturbation):
