@@ -169,7 +169,8 @@ def svm_data(X, y, h: float = 0.5) -> SVMData:
 
 
 def check_svm_data(data) -> SVMData:
-    """Validate :class:`SVMData`: shapes, rows of ``X`` in the unit ℓ2 ball, ``y`` in {-1, +1}."""
+    """Validate :class:`SVMData`: shapes, rows of ``X`` in the unit ℓ2 ball (squared norms at
+    most ``1 + 1e-12``: the rounding of a row rescaled to norm 1), ``y`` in {-1, +1}."""
     if not isinstance(data, SVMData):
         raise TypeError(f"data must be a kngflow.models.svm.problem.SVMData, got {type(data).__name__}")
     X, y = data.X, data.y
