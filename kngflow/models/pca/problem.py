@@ -73,6 +73,8 @@ __all__ = [
     "upper_triangle",
     "upper_sensitivity",
     "ERROR_MEASURES",
+    "DigitsPCAProblem",
+    "load_digits_records",
 ]
 
 #: rows simulated at a time (bounds the memory of one data set at ``CHUNK * d`` floats)
@@ -358,3 +360,102 @@ class PCAProblem(SimulatedProblem):
 def captured_energy_population(V: np.ndarray, Sigma: np.ndarray, U: np.ndarray) -> float:
     """``tr(V^T Sigma V) / tr(U^T Sigma U)``: the captured energy on the population second moment."""
     return float(np.trace(V.T @ Sigma @ V) / np.trace(U.T @ Sigma @ U))
+
+
+#: public bound on the digits' pixels (4 x 4 block counts of an 8 x 8 bitmap: 0 .. 16)
+DIGITS_PIXEL_MAX = 16.0
+
+
+def load_digits_records() -> np.ndarray:
+    """scikit-learn's handwritten digits (1797 x 64, UCI optdigits test set) rescaled into the unit
+    ball by the public bound ``16 sqrt(64) = 128`` on a row's norm (every pixel is a count in
+    0 .. 16).  Needs the optional dependency scikit-learn (ImportError naming it otherwise)."""
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("the digits data set needs scikit-learn, an optional dependency of kngflow: "
+                          "pip install scikit-learn") from exc
+    x = np.asarray(load_digits().data, dtype=np.float64)
+    return rescale(x, DIGITS_PIXEL_MAX * math.sqrt(x.shape[1]))
+
+
+_DIGITS_CACHE: dict = {}
+
+
+class DigitsPCAProblem(SimulatedProblem):
+    """The top-``k`` subspace of scikit-learn's digits: a fixed real data set (CSS 2013 ran PPCA on
+    real data sets of this kind).
+
+    Rows are rescaled by the public bound 128 (:func:`load_digits_records`) and not centred
+    (a centring mean would have to be public or private itself).  ``simulate(1797, rng)``
+    returns the same read-only :class:`PCAData` for every replicate; the reference is the
+    non-private top-``k`` subspace of the data, so the stored errors measure the privacy
+    noise alone: ``"projection"`` the distance to it, ``"energy_loss"`` ``1 - q`` with CSS's
+    captured-energy ratio ``q`` on the data set itself (the second moment is the data's).
+
+    Parameters
+    ----------
+    k : int in [1, 63]; error_measure : "projection" or "energy_loss".
+    """
+
+    audit_defaults = {"k": 1}
+
+    def __init__(self, *, k: int = 2, error_measure: str = "projection"):
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k < 64:
+            raise ValueError(f"k must be an integer in [1, 63], got {k!r}")
+        if error_measure not in ERROR_MEASURES:
+            raise ValueError(f"error_measure must be one of {list(ERROR_MEASURES)}, got {error_measure!r}")
+        self.k, self.error_measure, self.d_data = int(k), error_measure, 64
+        if "data" not in _DIGITS_CACHE:
+            x = load_digits_records()
+            A = second_moment(x)
+            A.flags.writeable = False
+            _DIGITS_CACHE["data"] = (A, x.shape[0])
+        A, n = _DIGITS_CACHE["data"]
+        self._data = PCAData(A, n, self.k)
+        self._U = canonical_basis(top_eigenvectors(A, self.k))
+
+    def __repr__(self) -> str:
+        return f"DigitsPCAProblem(k={self.k}, error_measure={self.error_measure!r})"
+
+    @property
+    def d(self) -> int:
+        return self.d_data * self.k
+
+    @property
+    def theta_star(self) -> np.ndarray:
+        return self._U.ravel()
+
+    @property
+    def reference(self) -> str:
+        return "the non-private estimate"
+
+    @property
+    def caveats(self) -> str:
+        return (f"real data set: scikit-learn's digits (n = {self._data.n}, d = 64, fixed: replicates differ only in the "
+                "mechanisms' noise), rows divided by the public bound 128 on their norm and not centred; the "
+                "reference is the non-private top-k subspace, so errors measure the privacy noise alone.")
+
+    def check_n(self, n: int) -> None:
+        super().check_n(n)
+        if n != self._data.n:
+            raise ValueError(f"n must be {self._data.n}, the digits' row count, got n={n}")
+
+    def simulate(self, n: int, rng: np.random.Generator) -> PCAData:
+        self.check_n(n)
+        return self._data
+
+    def as_basis(self, estimate) -> np.ndarray:
+        return PCAProblem.as_basis(self, estimate)
+
+    def error(self, estimate) -> float:
+        V = self.as_basis(estimate)
+        if self.error_measure == "projection":
+            return projection_distance(V, self._U)
+        return 1.0 - captured_energy(V, self._data.A)
+
+    def audit_records(self) -> tuple[np.ndarray, np.ndarray]:
+        return PCAProblem.audit_records(self)
+
+    def audit_data(self, records: np.ndarray) -> PCAData:
+        return pca_data(records, self.k, 1.0)
