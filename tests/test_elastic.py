@@ -43,7 +43,7 @@ steps = 200_000
 SPEC = tiny_spec(seed=2024, n=(50, 1_000), epsilon=(0.5, 2.0), replicates=120, extra=KNG_MH)
 TASKS = ("--task-seconds", "0.3", "--no-progress")
 FAKE_VERSION = Path(__file__).with_name("fake_version.py")
-TIMEOUT = 300
+TIMEOUT = 900  # the longest wait for a run or a state (an upper bound, never a delay): a loaded machine is slow
 
 
 def load(store: Path) -> xr.Dataset:
