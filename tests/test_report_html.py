@@ -173,10 +173,10 @@ def test_figure1_report_shows_bias_and_rmse_per_coefficient_and_its_claims(fig1_
     assert "bias" in header and "rmse" in header.lower()
     # the shipped claims are evaluated; those about n this reduced run lacks are inconclusive
     assert "Paper claims" in md and "fig1-kng-reaches" in md and "n = 10^7 not in this store" in md
-    assert "- Releases of kng, exponential, objective were not hardened" in md
+    assert "- releases of kng, exponential, objective were not hardened" in md
     # the caveats once, one sentence each; 5 replicates: banners, and no bias flag in the tables
     assert md.count("## Caveats") == 1 and md.count("were not hardened") == 1 and ".; " not in md
-    assert "- Paper protocol: Y is divided by R = max|Y| computed WITHOUT privacy" in md
+    assert "- paper protocol: Y is divided by R = max|Y| computed WITHOUT privacy" in md
     assert "> **Small sample:** some cells rest on as few as 5 finished replicates" in md
     assert not [line for line in section.splitlines() if line.startswith("|") and "‡" in line]
     # an undecided claim says why in its cell
@@ -208,7 +208,7 @@ def test_html_report_is_one_file_holding_everything(eps_report):
     prov = text[text.index('<h2 id="provenance">'):]
     assert prov.index("<details><summary>") < prov.index("Spec</h3>") < prov.index("</details>")
     assert html.escape('label = "gauss"', quote=False) in prov and "versions: numpy" in prov and "versions: xarray" in prov
-    assert text.count("Caveats</h2>") == 1 and text.count("Synthetic store: Gaussian error laws") == 1
+    assert text.count("Caveats</h2>") == 1 and text.count("synthetic store: Gaussian error laws") == 1
     assert ".; " not in text
     # one table per question: the diagnosands table holds only the cells the per-coefficient
     # tables do not show

@@ -129,7 +129,7 @@ def caveat_items(text: str) -> list[str]:
     for part in re.split(r"(?<=\.);\s+", str(text or "").strip()):
         part = part.strip()
         if part:
-            items.append(part[0].upper() + part[1:] + ("" if part.endswith(".") else "."))
+            items.append(part + ("" if part.endswith(".") else "."))
     return items
 
 
