@@ -74,6 +74,7 @@ __all__ = [
     "upper_sensitivity",
     "ERROR_MEASURES",
     "DigitsPCAProblem",
+    "digits_moment",
     "load_digits_records",
 ]
 
@@ -364,12 +365,15 @@ def captured_energy_population(V: np.ndarray, Sigma: np.ndarray, U: np.ndarray) 
 
 #: public bound on the digits' pixels (4 x 4 block counts of an 8 x 8 bitmap: 0 .. 16)
 DIGITS_PIXEL_MAX = 16.0
+#: rows and columns of scikit-learn's digits
+DIGITS_SHAPE = (1797, 64)
 
 
 def load_digits_records() -> np.ndarray:
     """scikit-learn's handwritten digits (1797 x 64, UCI optdigits test set) rescaled into the unit
     ball by the public bound ``16 sqrt(64) = 128`` on a row's norm (every pixel is a count in
-    0 .. 16).  Needs the optional dependency scikit-learn (ImportError naming it otherwise)."""
+    0 .. 16).  Needs the optional dependency scikit-learn (ImportError naming it otherwise); the
+    problem itself reads the shipped statistic (:func:`digits_moment`) and does not."""
     try:
         from sklearn.datasets import load_digits
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -380,6 +384,21 @@ def load_digits_records() -> np.ndarray:
 
 
 _DIGITS_CACHE: dict = {}
+
+
+def digits_moment() -> np.ndarray:
+    """``A = X'^T X' / 1797`` of the digits' rows rescaled by 128 (read-only), from the exact integer
+    statistic shipped in :mod:`kngflow.models.pca.digits` (no scikit-learn needed); equal bit for
+    bit to :func:`second_moment` of :func:`load_digits_records`."""
+    from kngflow.models.pca import digits
+
+    S = np.zeros(DIGITS_SHAPE[1:] * 2)
+    i, j = np.triu_indices(DIGITS_SHAPE[1])
+    S[i, j] = digits.UPPER
+    S[j, i] = digits.UPPER
+    A = S / (DIGITS_PIXEL_MAX * DIGITS_PIXEL_MAX * DIGITS_SHAPE[1]) / digits.N_ROWS
+    A.flags.writeable = False
+    return A
 
 
 class DigitsPCAProblem(SimulatedProblem):
@@ -405,15 +424,16 @@ class DigitsPCAProblem(SimulatedProblem):
             raise ValueError(f"k must be an integer in [1, 63], got {k!r}")
         if error_measure not in ERROR_MEASURES:
             raise ValueError(f"error_measure must be one of {list(ERROR_MEASURES)}, got {error_measure!r}")
-        self.k, self.error_measure, self.d_data = int(k), error_measure, 64
+        self.k, self.error_measure, self.d_data = int(k), error_measure, DIGITS_SHAPE[1]
+
+    def _load(self) -> tuple[PCAData, np.ndarray]:
+        """The data set's statistic and the reference basis, cached per process."""
         if "data" not in _DIGITS_CACHE:
-            x = load_digits_records()
-            A = second_moment(x)
-            A.flags.writeable = False
-            _DIGITS_CACHE["data"] = (A, x.shape[0])
-        A, n = _DIGITS_CACHE["data"]
-        self._data = PCAData(A, n, self.k)
-        self._U = canonical_basis(top_eigenvectors(A, self.k))
+            _DIGITS_CACHE["data"] = digits_moment()
+        A = _DIGITS_CACHE["data"]
+        if self.k not in _DIGITS_CACHE:
+            _DIGITS_CACHE[self.k] = canonical_basis(top_eigenvectors(A, self.k))
+        return PCAData(A, DIGITS_SHAPE[0], self.k), _DIGITS_CACHE[self.k]
 
     def __repr__(self) -> str:
         return f"DigitsPCAProblem(k={self.k}, error_measure={self.error_measure!r})"
@@ -424,7 +444,7 @@ class DigitsPCAProblem(SimulatedProblem):
 
     @property
     def theta_star(self) -> np.ndarray:
-        return self._U.ravel()
+        return self._load()[1].ravel()
 
     @property
     def reference(self) -> str:
@@ -432,27 +452,28 @@ class DigitsPCAProblem(SimulatedProblem):
 
     @property
     def caveats(self) -> str:
-        return (f"real data set: scikit-learn's digits (n = {self._data.n}, d = 64, fixed: replicates differ only in the "
+        return (f"real data set: scikit-learn's digits (n = {DIGITS_SHAPE[0]}, d = 64, fixed: replicates differ only in the "
                 "mechanisms' noise), rows divided by the public bound 128 on their norm and not centred; the "
                 "reference is the non-private top-k subspace, so errors measure the privacy noise alone.")
 
     def check_n(self, n: int) -> None:
         super().check_n(n)
-        if n != self._data.n:
-            raise ValueError(f"n must be {self._data.n}, the digits' row count, got n={n}")
+        if n != DIGITS_SHAPE[0]:
+            raise ValueError(f"n must be {DIGITS_SHAPE[0]}, the digits' row count, got n={n}")
 
     def simulate(self, n: int, rng: np.random.Generator) -> PCAData:
         self.check_n(n)
-        return self._data
+        return self._load()[0]
 
     def as_basis(self, estimate) -> np.ndarray:
         return PCAProblem.as_basis(self, estimate)
 
     def error(self, estimate) -> float:
         V = self.as_basis(estimate)
+        data, U = self._load()
         if self.error_measure == "projection":
-            return projection_distance(V, self._U)
-        return 1.0 - captured_energy(V, self._data.A)
+            return projection_distance(V, U)
+        return 1.0 - captured_energy(V, data.A)
 
     def audit_records(self) -> tuple[np.ndarray, np.ndarray]:
         return PCAProblem.audit_records(self)
