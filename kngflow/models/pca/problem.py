@@ -456,6 +456,10 @@ class DigitsPCAProblem(SimulatedProblem):
                 "mechanisms' noise), rows divided by the public bound 128 on their norm and not centred; the "
                 "reference is the non-private top-k subspace, so errors measure the privacy noise alone.")
 
+    def data_bytes(self, n: int) -> int:
+        """The shared read-only 64 x 64 statistic and its copies in the releases."""
+        return 4 * DIGITS_SHAPE[1] ** 2 * 8
+
     def check_n(self, n: int) -> None:
         super().check_n(n)
         if n != DIGITS_SHAPE[0]:
