@@ -83,7 +83,7 @@ GRADIENT_MAP_PROPOSALS = 50
 
 
 def gradient_map_draws(gradient, hessian, args, a, norm, domain, base_scale, rng, size, proposals, max_tries,
-                       base_share=0.0):
+                       base_share=0.0, warm=None):
     """``size`` gradient-map chains on a problem's jitted ``gradient`` / ``hessian``
     (:func:`~kngflow.kernels.gradient_map.gradient_map_chain`): returns the final states
     (size, d), the accepted fractions (size,) and the proposals made (size,).
@@ -92,17 +92,23 @@ def gradient_map_draws(gradient, hessian, args, a, norm, domain, base_scale, rng
     the ℓ1 ball ``Theta`` (``B = inf``: ``R^d``), ``base_scale > 0`` a Gaussian base
     ``N(center, base_scale^2 I)`` instead.  ``base_share``: the share of proposals drawn
     from the base measure (0: the map alone, exact for a constant Hessian; needs a finite
-    ``B`` or a Gaussian base otherwise).  The one entry point of the sampler: KNGs of
-    every model call it with their own gradient/Hessian pair.
+    ``B`` or a Gaussian base otherwise).  ``warm``: start each Newton solve at the chain's
+    state, valid only for a constant Hessian (the solve then converges from every start);
+    ``False`` starts every solve at one state-independent point, so that the proposal's law
+    does not depend on the state (:mod:`kngflow.kernels.gradient_map`); ``None`` (default):
+    warm for the map alone (``base_share = 0``: linear regression, the mean), not warm with
+    a base-measure share (a Hessian that varies).  The one entry point of the sampler: KNGs
+    of every model call it with their own gradient/Hessian pair.
     """
     center, B = domain
     center = np.ascontiguousarray(center, dtype=np.float64)
     out = np.empty((size, center.shape[0]))
     acc = np.empty(size)
     steps = np.empty(size, dtype=np.int64)
+    warm = base_share == 0.0 if warm is None else bool(warm)
     status = gradient_map_chain(gradient, hessian, rng, args, float(a), NORM_CODES[norm], center, float(B),
-                                float(base_scale), int(proposals), int(max_tries), MAX_ITER, float(base_share), out,
-                                acc, steps)
+                                float(base_scale), int(proposals), int(max_tries), MAX_ITER, float(base_share), warm,
+                                out, acc, steps)
     if status < 0:
         raise RuntimeError(f"gradient-map sampler: no proposal inside Theta in max_tries={max_tries} proposals "
                            "(the gradient's image hardly meets the noise); use sampler='metropolis'")
@@ -442,14 +448,17 @@ class GenericKNG(Sampled):
         where ``det H`` is small (a saturating gradient far from the data, a gradient of low
         rank on a tiny data set) the map alone proposes too rarely, and its chains
         misrepresent the law there (the black-box audit read a loss of 4.9 at epsilon = 1 for
-        logistic KNG without them).  Raises RuntimeError when a chain finds no proposal
-        inside ``Theta`` in ``max_tries``."""
+        logistic KNG without them).  Every Newton solve starts at one state-independent
+        point (``warm=False`` of :func:`gradient_map_draws`): where the solve's convergence
+        depends on its start, a start at the chain's state makes the proposal's law depend
+        on the state and the chain's law wrong.  Raises RuntimeError when a chain finds no
+        proposal inside ``Theta`` in ``max_tries``."""
         if "gradient_map" not in self.available_samplers():
             return super().draw_gradient_map(data, epsilon, rng, size, proposals)
         return gradient_map_draws(type(self).gradient, type(self).hessian, self.kernel_args(data),
                                   self.rate(data, epsilon), self.norm, self.domain(data),
                                   self.base_scale if self.base == "gaussian" else 0.0, rng, size,
-                                  int(proposals or self.proposals), self.max_tries, BASE_SHARE)
+                                  int(proposals or self.proposals), self.max_tries, BASE_SHARE, warm=False)
 
     def surrogate_args(self, data) -> tuple:
         """The tuple the surrogate's jitted gradient and Hessian take (problems with a ``surrogate``)."""
