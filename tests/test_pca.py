@@ -104,6 +104,7 @@ def test_canonical_basis():
     B = canonical_basis(V)
     np.testing.assert_allclose(B.T @ B, np.eye(3), atol=1e-12)
     np.testing.assert_allclose(B @ B.T, V @ V.T, atol=1e-12)
+    np.testing.assert_allclose(np.triu(B, 1), 0.0, atol=1e-12)  # the echelon shape
     np.testing.assert_allclose(canonical_basis(V @ rotation(3, 1) * np.array([-1.0, 1.0, -1.0])), B, atol=1e-10)
     # an axis-aligned subspace (a zero leading block) is handled
     np.testing.assert_allclose(canonical_basis(np.array([[0.0], [-1.0], [0.0]])).ravel(), [0.0, 1.0, 0.0])

@@ -141,7 +141,10 @@ def canonical_basis(V: np.ndarray, tol: float = 1e-9) -> np.ndarray:
     each column whose residual exceeds ``tol``, until ``k`` are kept.  ``P`` depends on the
     subspace only, so the result does too: a deterministic, data-independent function of
     the released subspace (post-processing).  For ``k = 1`` it is ``v`` with the sign that
-    makes its first non-zero coordinate positive.
+    makes its first non-zero coordinate positive.  It has an echelon shape: when the first
+    ``k`` columns of ``P`` are kept (always, for subspaces in general position), ``out[i, j] = 0``
+    for ``i < j``, since column ``j`` is orthogonal to ``P e_i``, ``i < j``, and
+    ``e_i^T r = (P e_i)^T r`` for ``r`` in the subspace.
     """
     V = np.asarray(V, dtype=np.float64)
     d, k = V.shape
