@@ -530,3 +530,32 @@ def test_study_runs_through_the_cli(tmp_path):
     assert report.returncode == 0, report.stdout + report.stderr
     md = (out / "report.md").read_text()
     assert "The other error measure: excess regularised risk" in md and "cms-objective-beats-output" in md
+
+
+def test_objective_larger_slack_rule():
+    """slack_rule="larger" takes CMS's slack branch whenever its eps/2 beats the printed
+    eps' (n = 1000, eps = 1/5: 0.1 against 0.0094), spends exactly eps either way, and passes
+    the exact audit where the rules differ (reg = 0.05, data sets of 48 records: printed eps'
+    0.30, the larger rule 0.5 with Delta = 0.024); at 2 eps it is caught."""
+    assert mech.cms_constants(0.2, 1000, 0.01, 1.0, "larger") == pytest.approx((0.1, 0.0095), abs=1e-4)
+    assert mech.cms_constants(0.2, 1000, 0.01, 1.0)[0] == pytest.approx(0.0094, abs=1e-4)
+    for n, eps in [(1000, 0.2), (1000, 1.0), (48, 1.0), (10, 0.05)]:
+        ep, sl = mech.cms_constants(eps, n, 0.05, 1.0, "larger")
+        assert ep >= mech.cms_constants(eps, n, 0.05, 1.0)[0] and sl >= 0
+        assert ep + 2 * math.log1p(1.0 / (n * (0.05 + sl))) == pytest.approx(eps, rel=1e-12)
+    problem = SVMProblem(d=2)
+    m = mech.ObjectivePerturbation(hardened=False, reg=0.05, slack_rule="larger")
+    assert m.constants(48, 0.5, 1.0)[1] > 0 and mech.ObjectivePerturbation(reg=0.05).constants(48, 0.5, 1.0)[1] == 0
+    boundary, fill = problem.audit_records()
+    # 47 copies of (0.5, 0) labelled -1 and changes among the boundary records: the worst of
+    # 120 such pairs (4 rests x 30 changes) read 0.68, on (1, 0, -1) -> (-1/sqrt 2, 1/sqrt 2, -1)
+    pairs = [AdjacentPair(np.tile(fill[2], (47, 1)), a, b) for a in boundary[::3] for b in boundary[1::3]
+             if not np.array_equal(a, b)][:8]
+    np.testing.assert_allclose(boundary[10], [-math.sqrt(0.5), math.sqrt(0.5), -1.0])
+    pairs.append(AdjacentPair(np.tile(fill[2], (47, 1)), boundary[0], boundary[10]))
+    ok = exact_audit(m, problem, 1.0, pairs=pairs, points=201)
+    assert ok.passed and ok.bound > 0.6, ok.summary()
+    bad = exact_audit(m, problem, 1.0, run_epsilon=2.0, pairs=pairs, points=201)
+    assert not bad.passed, bad.summary()
+    with pytest.raises(ValueError, match="^slack_rule must"):
+        mech.ObjectivePerturbation(slack_rule="best")
