@@ -160,7 +160,7 @@ def _data_line(ds: xr.Dataset) -> str:
             + "; one data set per (n, replicate), shared by every mechanism and ε")
 
 
-def grid_words(ds: xr.Dataset, n_vals, eps_vals, R: int, n_mech: int) -> str:
+def grid_words(n_vals, eps_vals, R: int, n_mech: int) -> str:
     """The grid in words: ``n = 10^2, 10^3; ε = 1; 3 replicates of each of 4 mechanisms: 24 cells``."""
     cells = n_mech * len(n_vals) * len(eps_vals) * R
     return (f"n = {', '.join(_s.format_n(n) for n in n_vals)}; ε = {', '.join(_s.format_epsilon(e) for e in eps_vals)}; "
@@ -447,7 +447,6 @@ def report_markdown(
     mechs = [str(m) for m in summ["mechanism"].values]
     n_vals = summ["n"].values
     eps_vals = summ["epsilon"].values
-    problem = ds.attrs.get("problem", "")
     study = study_name(ds)
 
     md: list[str] = [f"# kngflow report{': ' + study if study else ''}", ""]
@@ -463,7 +462,7 @@ def report_markdown(
     if ds.attrs.get("kngflow_version"):
         meta.append(f"- kngflow {ds.attrs['kngflow_version']}")
     meta.append(f"- data: {_data_line(ds)}")
-    meta.append(f"- grid: {grid_words(ds, n_vals, eps_vals, R, len(mechs))}")
+    meta.append(f"- grid: {grid_words(n_vals, eps_vals, R, len(mechs))}")
 
     def _tag(m: str) -> str:
         return "" if m in nonprivate else ", " + _s.privacy_tag(deltas.get(m, 0.0))
