@@ -5,7 +5,7 @@ of a ``k``-dimensional subspace, flattened row-major.
 
 * :class:`NonPrivate`: the top-``k`` eigenvectors of ``A``.
 * :class:`AnalyzeGauss` (Dwork, Talwar, Thakurta & Zhang 2014), :class:`ModSULQ` (Chaudhuri,
-  Sarwate & Sinha 2013, Algorithm 1) and :class:`SULQ` (the SuLQ framework's per-entry
+  Sarwate & Sinha 2013) and :class:`SULQ` (the SuLQ framework's per-entry
   calibration): ``A + E`` with ``E`` symmetric, its upper triangle (with the diagonal)
   i.i.d. ``N(0, sigma^2)``; then the top-``k`` eigenvectors.  (ε, δ)-DP; they differ in
   ``sigma`` only.
@@ -210,7 +210,7 @@ class AnalyzeGauss(_NoisyMoment):
 
 
 class ModSULQ(_NoisyMoment):
-    """MOD-SULQ (Chaudhuri, Sarwate & Sinha 2013, Algorithm 1): (ε, δ)-DP.
+    """MOD-SULQ (Chaudhuri, Sarwate & Sinha 2013, their input-perturbation baseline): (ε, δ)-DP.
 
     ``sigma = beta = (d + 1) / (n eps) sqrt(2 ln((d^2 + d) / (2 sqrt(2 pi) delta))) + 1 / (n sqrt(eps))``,
     CSS's noise standard deviation.  Their proof bounds the Gaussian density ratio entry by

@@ -18,7 +18,7 @@ the maximum over ``t >= 0`` being at ``1 + 2 t / b = d / b`` (for ``b <= d``).  
 proposal with probability ``f* / (M g*)`` gives exact draws from the Bingham law for any
 ``b`` in ``(0, d]``; KGM choose ``b`` minimising ``M(b)`` times the ratio of normalisers,
 the root of ``sum_i 1 / (b + 2 lam_i) = 1`` (in ``[1, d]`` since one ``lam_i`` is 0).  The
-acceptance rate is bounded below uniformly in ``L`` for fixed ``d`` (KGM 2013, §4), so the
+acceptance rate is bounded below uniformly in ``L`` for fixed ``d`` (KGM 2013), so the
 number of tries does not grow with ``n``: no fallback is needed (``max_tries`` guards
 against a broken input only).
 
