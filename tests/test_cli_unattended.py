@@ -217,6 +217,40 @@ def test_progress_off_a_terminal_is_plain_lines(tmp_path):
     assert lines[0].startswith("cells: 0/48 (0.0%)") and lines[-1].startswith("cells: 48/48 (100.0%)"), err
 
 
+def test_progress_on_a_terminal_is_a_bar(tmp_path):
+    """Control of the test above: with stderr on a terminal (a pseudo-terminal here) the
+    progress is tqdm's bar, redrawn in place with carriage returns."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    (tmp_path / "spec.toml").write_text(tiny_spec(replicates=6))
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # 24 x 120: room for the bar
+    try:
+        proc = subprocess.Popen([*kngflow_command(), "run", str(tmp_path / "spec.toml"), "--store",
+                                 str(tmp_path / "s.zarr"), "--workers", "1", "--no-dashboard"],
+                                stdout=subprocess.PIPE, stderr=slave, text=True)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # the terminal closed: the run exited
+                break
+            if not data:
+                break
+            chunks.append(data)
+        out = proc.communicate(timeout=300)[0]
+    finally:
+        os.close(master)
+    err = b"".join(chunks).decode(errors="replace")
+    assert proc.returncode == 0, out + err
+    assert "\r" in err and re.search(r"cells: 100%.*48/48", err), err
+    assert not re.search(r"^cells: \d+/\d+ \(", err, re.M)  # no plain lines on a terminal
+
+
 def test_log_file_takes_the_logs_of_client_and_workers(tmp_path):
     """A killed worker makes the nanny warn and its replacement log: all of it goes to the file."""
     spec = tmp_path / "slow.toml"
