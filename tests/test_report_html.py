@@ -6,10 +6,16 @@ installs it) and are skipped only when no Chromium binary is found.  They take a
 has loaded, every image's decoded size, every error event (script errors, images that fail
 to decode), every resource fetched other than ``data:`` URIs, and the result of clicking a
 sortable column; Chromium's own console log (``--enable-logging=stderr``) must be silent.
-A deliberately broken page is run through the same harness first (negative control).
-The pages: the smoke study, a synthetic store with an n and an ε grid, and the Figure 1
-study (``workflows/kng_linear.toml`` reduced), whose report also shows per-coefficient bias
-and RMSE and its paper claims.
+Each page is loaded at 1280 and 800 px: it must fit the window (``scrollWidth <=
+clientWidth``) with no table wider than its box (no column behind a scroll).  Printed with
+``--print-to-pdf`` (the print stylesheet), the PDF is read back with poppler's ``pdfinfo``,
+``pdftotext`` and ``pdfimages``: a few pages, every figure, and every shown table's header
+and last row.  Deliberately broken pages are run through the same checks first (negative
+controls: a script error, an undecodable image, a page wider than the window, a clipped
+column in print).  The pages: the smoke study, a synthetic store with an n and an ε grid,
+and the Figure 1 study (``workflows/kng_linear.toml`` reduced to 5 replicates), whose
+report also shows per-coefficient bias and RMSE, its paper claims and the small-sample
+banners; tests/test_end_to_end.py runs the same checks on the full Figure 1 study.
 """
 
 from __future__ import annotations
