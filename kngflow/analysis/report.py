@@ -692,8 +692,9 @@ def write_report(store_path: str | os.PathLike, out_dir: str | os.PathLike, *, h
         Output directory (created if needed).
     html : bool
         Also write ``report.html``: ONE self-contained file (figures inline as data URIs,
-        sortable tables, every diagnosand, the spec, provenance and caveats; nothing is
-        fetched when it is viewed; :mod:`kngflow.analysis.html`).
+        sortable tables that wrap to the page, a print stylesheet, the diagnosands of the
+        other cells and the provenance folded; nothing is fetched when it is viewed;
+        :mod:`kngflow.analysis.html`).
     claims : path, None or False
         A claims file to evaluate (:mod:`kngflow.analysis.claims`); None (default): the
         study's own ``NAME.claims.toml`` when one is found
