@@ -191,15 +191,38 @@ def test_shipped_claims_name_their_specs_labels_and_grid(path):
 
     spec = load_spec(path.with_name(path.name.replace(".claims.toml", ".toml")))
     study, claims = parse_claims(path.read_text(), source=path.name)
-    assert study == spec.name
+    studies = (study,) if isinstance(study, str) else study
+    assert studies[0] == spec.name  # the study first, then its variants (each a shipped spec)
+    specs = [spec] + [load_spec(path.with_name(f"{name}.toml")) for name in studies[1:]]
     for c in claims:
         assert c.type in CLAIM_TYPES and c.statistic in STATISTICS and c.source and c.statement
         labels = list(c.fields.get("mechanisms", [])) + [c.fields[k] for k in
                                                           ("mechanism", "target", "numerator", "denominator")
                                                           if k in c.fields]
-        assert set(labels) <= set(spec.labels), (c.id, labels)
+        for s in specs:
+            assert set(labels) <= set(s.labels), (c.id, labels, s.name)
         assert set(c.n or ()) <= set(spec.n), c.id
         assert all(any(math.isclose(e, g) for g in spec.epsilon) for e in c.epsilon or ()), c.id
+
+
+def test_a_claims_file_may_name_the_studys_variants_and_the_default_lookup_finds_it(ds, tmp_path, monkeypatch):
+    from kngflow.analysis.claims import default_claims_path
+
+    text = 'study = ["demo", "demo_hardened"]\n' + claim(type="reaches", mechanism="good")
+    study, claims = parse_claims(text)
+    assert study == ("demo", "demo_hardened")
+    assert evaluate_claims(ds, claims, study=study)
+    with pytest.raises(ClaimsError, match=r"about study one of \['x', 'y'\], the store holds study 'demo'"):
+        evaluate_claims(ds, parse_claims('study = ["x", "y"]\n' + claim(type="reaches", mechanism="good"))[1],
+                        study=("x", "y"))
+    with pytest.raises(ClaimsError, match="study must be a string or a list of strings"):
+        parse_claims("study = 3\n" + claim(type="reaches", mechanism="good"))
+    (tmp_path / "workflows").mkdir()
+    (tmp_path / "workflows" / "demo.claims.toml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    variant = ds.assign_attrs(title="demo_hardened")
+    assert default_claims_path(variant).name == "demo.claims.toml"
+    assert default_claims_path(ds.assign_attrs(title="unrelated")) is None
 
 
 # -- the real CLI ---------------------------------------------------------------------------
