@@ -150,71 +150,18 @@ def _err(msg: str) -> None:
     print(f"kngflow: error: {msg}", file=sys.stderr)
 
 
-def _check_scheduler_file(path) -> str | None:
-    """See :func:`kngflow.sweep.cluster.check_scheduler_file`."""
-    from kngflow.sweep.cluster import check_scheduler_file
-
-    return check_scheduler_file(path)
-
-
 def _path_problem(option: str, path, *, directory: bool = True) -> str | None:
-    """One line on why ``path`` given to ``option`` cannot be written (None if it can)."""
-    from kngflow.store.lock import writable_problem
+    """See :func:`kngflow.sweep.targets.path_problem`."""
+    from kngflow.sweep.targets import path_problem
 
-    p = Path(path)
-    if directory:
-        problem = writable_problem(p)
-    elif p.is_dir():
-        problem = "is a directory, not a file"
-    elif not p.parent.is_dir():
-        problem = f"cannot be created: directory {p.parent} does not exist"
-    elif p.exists() and not os.access(p, os.W_OK):
-        problem = "is not writable"
-    else:
-        problem = writable_problem(p.parent) and f"cannot be created: directory {p.parent} is not writable"
-    return f"{option} {path} {problem}" if problem else None
+    return path_problem(option, path, directory=directory)
 
 
 def _target_problem(args) -> str | None:
-    """Why the store, log file or Dask target of ``run`` cannot work (None if they can).
+    """See :func:`kngflow.sweep.targets.run_target_problem`."""
+    from kngflow.sweep.targets import run_target_problem
 
-    Only the syntax of addresses and what is on this machine are checked;
-    nothing is started, contacted or created.
-    """
-    from kngflow.sweep.cluster import (
-        ClusterConfigError,
-        check_address,
-        check_dashboard_address,
-        check_submit_command,
-        load_cluster_config,
-    )
-
-    problem = _path_problem("--store", args.store) or (
-        args.log_file and _path_problem("--log-file", args.log_file, directory=False)
-    )
-    if problem:
-        return problem
-    if args.scheduler:
-        why = check_address(args.scheduler)
-        if why:
-            return f"--scheduler {args.scheduler!r}: {why}"
-    if args.scheduler_file:
-        why = _check_scheduler_file(args.scheduler_file)
-        if why:
-            return f"--scheduler-file {args.scheduler_file} {why}"
-    if not args.no_dashboard and not (args.scheduler or args.scheduler_file):
-        why = check_dashboard_address(args.dashboard_address)
-        if why:
-            return f"--dashboard-address {args.dashboard_address!r}: {why}"
-    if args.cluster:
-        try:
-            cfg = load_cluster_config(args.cluster)
-            check_submit_command(cfg)
-        except ClusterConfigError as exc:
-            return str(exc)
-        if cfg["kind"] == "python" and args.workers:
-            return f"--workers: not used with {args.cluster} (kind python); size the deployment in its options"
-    return None
+    return run_target_problem(args)
 
 
 def _damage_problem(store, *, repair: bool = False, spec=None) -> str | None:
@@ -428,8 +375,8 @@ def _pilot_problem(spec, pilot) -> str | None:
 
 def _plan_target(args, spec) -> int:
     """``kngflow plan SPEC --target-mcse X --pilot STORE``: replicates for a target precision."""
-    from kngflow.analysis.claims import STATISTICS, ClaimsError, replicates_for_target
-    from kngflow.analysis.report import open_store
+    from kngflow.analysis.claims import STATISTICS, ClaimsError
+    from kngflow.analysis.target import target_plan
 
     if args.target_mcse is None or args.pilot is None:
         _err("--target-mcse X and --pilot STORE go together")
@@ -445,41 +392,15 @@ def _plan_target(args, spec) -> int:
         _err(why)
         return EXIT_BAD_INPUT
     try:
-        res = replicates_for_target(open_store(args.pilot), args.target_mcse, args.statistic)
+        lines, short = target_plan(args.pilot, args.spec, len(spec.replicates), args.target_mcse, args.statistic)
     except ClaimsError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
-    from kngflow.analysis.summaries import format_epsilon, format_n
-
-    X = args.target_mcse
-    print(f"target: Monte Carlo SE of {args.statistic} <= {X:g} in every cell; r = ceil((sd/X)^2) from the pilot "
-          f"{args.pilot} (sd: SD of the statistic's influence values over the finished pilot replicates)")
-    rows = []
-    flat = res.to_dataframe().reset_index()
-    header = f"{'mechanism':<16} {'n':>10} {'epsilon':>8} {'k':>5} {args.statistic:>12} {'sd':>10} {'MCSE':>10} {'needed':>8}  rule"
-    print(header)
-    for r in flat.itertuples(index=False):
-        needed = "—" if r.needed != r.needed else str(int(r.needed))
-        print(f"{str(r.mechanism):<16} {format_n(r.n):>10} {format_epsilon(r.epsilon):>8} {int(r.k):>5} "
-              f"{r.value:>12.4g} {r.sd:>10.4g} {r.mcse:>10.4g} {needed:>8}  {r.rule}")
-        rows.append(r)
-    few = [r for r in rows if r.rule == "too few"]
-    if few:
-        cells = "; ".join(f"{r.mechanism} n={format_n(r.n)} ε={format_epsilon(r.epsilon)} ({int(r.k)})" for r in few[:5])
-        _err(f"the pilot has fewer than 10 finished replicates in {len(few)} cells ({cells}): "
-             "run the pilot further first")
+    for line in lines:
+        print(line)
+    if short:
+        _err(short)
         return EXIT_BAD_INPUT
-    R = int(max(r.needed for r in rows))
-    drivers = sorted((r for r in rows if r.needed == R), key=lambda r: (str(r.mechanism), r.n, r.epsilon))
-    have = len(spec.replicates)
-    names = "; ".join(f"{r.mechanism} n={format_n(r.n)} ε={format_epsilon(r.epsilon)}" for r in drivers[:5])
-    names += f"; … {len(drivers) - 5} more" if len(drivers) > 5 else ""
-    print(f"needed: replicates = {R} (the largest over the grid, which is a product), driven by {names}")
-    if R <= have:
-        print(f"spec: {args.spec} already has replicates = {have} >= {R}: no change needed")
-    else:
-        print(f"spec: in [grid] of {args.spec} set  replicates = {R}  (now {have}); then "
-              f"`kngflow run {args.spec} --store {args.pilot}` extends the pilot store")
     return EXIT_OK
 
 
@@ -491,25 +412,10 @@ def status_data(path, max_messages: int = 20) -> dict:
 
 
 def status_text(path, max_messages: int = 20, data: dict | None = None) -> str:
-    """The ``kngflow status`` table as text (of ``data``, default :func:`status_data`)."""
-    d = data or status_data(path, max_messages)
-    width = max([len("mechanism")] + [len(g["mechanism"]) for g in d["groups"]])
-    lines = [
-        f"store {path}",
-        f"study {d['title'] or '-'} (spec {d['spec_hash'][:12]}), problem {d['problem']}, dims "
-        + ", ".join(f"{k}={v}" for k, v in d["dims"].items()),
-        f"overall: {d['done']} done, {d['failed']} failed, {d['total']} total",
-        "",
-        f"{'n':>10}  {'mechanism':<{width}}  {'done':>7}  {'failed':>7}  {'total':>7}",
-    ]
-    for g in d["groups"]:
-        lines.append(f"{g['n']:>10}  {g['mechanism']:<{width}}  {g['done']:>7}  {g['failed']:>7}  {g['total']:>7}")
-    if d["failed"]:
-        lines.append("")
-        lines.append(f"failures ({d['failed']} cells; showing {len(d['failures'])} messages):")
-        for r in d["failures"]:
-            lines.append(f"  {r['mechanism']} n={r['n']} eps={r['epsilon']} rep={r['replicate']}: {r['message']}")
-    return "\n".join(lines)
+    """The ``kngflow status`` table: :func:`kngflow.store.status.status_text`."""
+    from kngflow.store.status import status_text as table
+
+    return table(path, max_messages, data)
 
 
 def cmd_status(args) -> int:

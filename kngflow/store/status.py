@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .zarrstore import read_failures, read_flags, read_meta
 
-__all__ = ["status_data"]
+__all__ = ["status_data", "status_text"]
 
 
 def status_data(path, max_messages: int = 20) -> dict:
@@ -68,3 +68,25 @@ def status_data(path, max_messages: int = 20) -> dict:
         "groups": groups,
         "failures": current,
     }
+
+
+def status_text(path, max_messages: int = 20, data: dict | None = None) -> str:
+    """The ``kngflow status`` table as text (of ``data``, default :func:`status_data`)."""
+    d = data or status_data(path, max_messages)
+    width = max([len("mechanism")] + [len(g["mechanism"]) for g in d["groups"]])
+    lines = [
+        f"store {path}",
+        f"study {d['title'] or '-'} (spec {d['spec_hash'][:12]}), problem {d['problem']}, dims "
+        + ", ".join(f"{k}={v}" for k, v in d["dims"].items()),
+        f"overall: {d['done']} done, {d['failed']} failed, {d['total']} total",
+        "",
+        f"{'n':>10}  {'mechanism':<{width}}  {'done':>7}  {'failed':>7}  {'total':>7}",
+    ]
+    for g in d["groups"]:
+        lines.append(f"{g['n']:>10}  {g['mechanism']:<{width}}  {g['done']:>7}  {g['failed']:>7}  {g['total']:>7}")
+    if d["failed"]:
+        lines.append("")
+        lines.append(f"failures ({d['failed']} cells; showing {len(d['failures'])} messages):")
+        for r in d["failures"]:
+            lines.append(f"  {r['mechanism']} n={r['n']} eps={r['epsilon']} rep={r['replicate']}: {r['message']}")
+    return "\n".join(lines)

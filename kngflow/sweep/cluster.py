@@ -34,15 +34,13 @@ from .deploy import (  # noqa: F401 - the deployment names, also importable from
     _check_factory_options,
     _check_option_names,
     _factory,
-    check_address,
-    check_dashboard_address,
-    check_scheduler_file,
     check_submit_command,
     jobqueue_options,
     kubernetes_manifest,
     lifetime_args,
     load_cluster_config,
 )
+from .targets import check_address, check_dashboard_address, check_scheduler_file  # noqa: F401
 
 __all__ = [
     "WORKER_ENV",

@@ -32,8 +32,8 @@ Every worker runs one thread with :data:`WORKER_ENV` in its environment:
 A file is checked completely when it is read, before anything starts: its
 fields, and the names of its ``options`` against the keyword arguments of the
 cluster class.  :func:`check_submit_command` refuses a slurm/pbs file where
-``sbatch``/``qsub`` is missing; :func:`check_address` and
-:func:`check_dashboard_address` check addresses given on the command line.
+``sbatch``/``qsub`` is missing; the addresses and paths given on the command line are
+checked by :mod:`kngflow.sweep.targets`.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ import copy
 import difflib
 import importlib
 import inspect
-import json
 import os
 import re
 import shlex
@@ -60,9 +59,6 @@ __all__ = [
     "kubernetes_manifest",
     "SUBMIT_COMMANDS",
     "check_submit_command",
-    "check_address",
-    "check_scheduler_file",
-    "check_dashboard_address",
     "lifetime_args",
 ]
 
@@ -105,9 +101,6 @@ _FACTORY_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 #: The batch command each dask-jobqueue deployment submits its jobs with.
 SUBMIT_COMMANDS = {"slurm": "sbatch", "pbs": "qsub"}
 
-#: Schemes of Dask scheduler addresses.
-_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
-_HOST_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)$")
 
 
 class ClusterConfigError(ValueError):
@@ -309,69 +302,6 @@ def check_submit_command(cfg: dict) -> None:
             f"cluster.kind: {cfg['kind']} submits jobs with {command}, which is not on PATH here; "
             f"run kngflow where {command} works (a login node of the cluster)"
         )
-
-
-def _port_problem(port: str, lowest: int) -> str | None:
-    if not port.isdigit() or not lowest <= int(port) <= 65535:
-        return f"port must be an integer in {lowest}..65535, got {port!r}"
-    return None
-
-
-def check_address(address: str) -> str | None:
-    """Why ``address`` is not a Dask scheduler address ``[SCHEME://]HOST:PORT`` (None if it is).
-
-    Checks the syntax only (nothing is contacted): scheme one of tcp, tls, ws,
-    wss, ucx; a host name, IPv4 or bracketed IPv6 address; a port in 1..65535.
-    """
-    scheme, sep, rest = address.rpartition("://")
-    if sep and scheme not in _SCHEMES:
-        return f"unknown scheme {scheme!r}; use one of {', '.join(_SCHEMES)}"
-    host, sep, port = rest.rpartition(":")
-    if not sep or not _HOST_RE.match(host):
-        return "expected [tcp://]HOST:PORT, e.g. tcp://10.0.0.5:8786"
-    return _port_problem(port, 1)
-
-
-def check_scheduler_file(path) -> str | None:
-    """Why ``path`` is not a usable ``dask scheduler --scheduler-file`` file (None if it is)."""
-    p = Path(path)
-    if not p.exists():
-        return "does not exist"
-    try:
-        info = json.loads(p.read_text())
-    except OSError as exc:
-        return f"cannot be read: {exc.strerror or exc}"
-    except ValueError:
-        return "is not a scheduler file (not JSON); write it with `dask scheduler --scheduler-file FILE`"
-    if not isinstance(info, dict) or not isinstance(info.get("address"), str) or not info["address"]:
-        return "is not a scheduler file (no scheduler address); write it with `dask scheduler --scheduler-file FILE`"
-    why = check_address(info["address"])
-    return f"has a bad address {info['address']!r}: {why}" if why else None
-
-
-def check_dashboard_address(address: str) -> str | None:
-    """Why ``address`` is not a dashboard address ``[HOST]:PORT`` of this machine (None if it is).
-
-    The port may be 0 (any free port); a host must be an address of this
-    machine (it is bound to, nothing else is tried).
-    """
-    host, sep, port = address.rpartition(":")
-    if not sep and address.isdigit():
-        host, port = "", address
-    elif not sep or (host and not _HOST_RE.match(host)):
-        return "expected [HOST]:PORT, e.g. :8787 or 127.0.0.1:0"
-    problem = _port_problem(port, 0)
-    if problem or not host:
-        return problem
-    import socket
-
-    try:
-        infos = socket.getaddrinfo(host.strip("[]"), 0, type=socket.SOCK_STREAM)
-        with socket.socket(infos[0][0], socket.SOCK_STREAM) as sock:
-            sock.bind(infos[0][4])
-    except OSError as exc:
-        return f"host {host!r} is not an address of this machine: {exc.strerror or exc}"
-    return None
 
 
 def jobqueue_options(cfg: dict) -> dict:
