@@ -383,17 +383,22 @@ def _min_p(draws, cdfs):
 @pytest.mark.parametrize("n", [10, 50])
 @pytest.mark.slow
 def test_kng_gradient_map_follows_the_density(n):
-    """2000 gradient-map chains against the grid-normalised density on {||w||_1 <= 6} (KS on
-    both coordinates, p < 1e-5 rejects), n = 10 (the law spreads over Theta) and 50; the
-    draws at 2 eps fail the same check."""
+    """2000 gradient-map chains (the default 200 proposals) against the grid-normalised density
+    on {||w||_1 <= 6} (KS on both coordinates, p < 1e-5 rejects), n = 10 (the law spreads over
+    Theta) and 50; the draws at 2 eps fail the same check, and so do chains of the generic 50
+    proposals at n = 50 (start-up bias: about a tenth of the proposals are accepted there)."""
     data = _data(n, 11)
     m = mech.KNG(hardened=False, bound=6.0)
+    assert m.proposals == mech.KNG_PROPOSALS == 200
     cdfs = _grid_marginals(m, data, 1.0, 6.0)
     draws, acc, _ = m.draw_gradient_map(data, 1.0, np.random.default_rng(12), 2000)
-    assert np.all(np.abs(draws).sum(1) <= 6.0) and acc.mean() > 0.2
+    assert np.all(np.abs(draws).sum(1) <= 6.0) and acc.mean() > 0.05
     assert _min_p(draws, cdfs) > P_REJECT
     wrong, _, _ = m.draw_gradient_map(data, 2.0, np.random.default_rng(12), 2000)
     assert _min_p(wrong, cdfs) < P_REJECT
+    if n == 50:
+        short, _, _ = m.draw_gradient_map(data, 1.0, np.random.default_rng(12), 2000, proposals=50)
+        assert _min_p(short, cdfs) < P_REJECT
 
 
 @pytest.mark.slow
@@ -413,11 +418,11 @@ def test_hinge_kng_surrogate_map_follows_the_density():
 def test_kng_sampler_blackbox_audit(problem):
     """The gradient-map sampler as it runs (release by release), black-box on the pair the
     exact audit finds worst: passes at eps = 1 (bound 0.0 with 3000 draws); the same sampler
-    with a rate 8 times too large (run at 8 eps) is flagged (1.68).  At 4 eps, 10 000 draws
-    read only 0.89: the black-box events see a fraction of the exact loss, which is why the
-    2 eps controls of KNG are the exact audit's."""
+    with a rate 8 times too large (run at 8 eps) is flagged (1.39).  At 4 eps, 10 000 draws
+    read only 0.89 (50 proposals): the black-box events see a fraction of the exact loss,
+    which is why the 2 eps controls of KNG are the exact audit's."""
     pair = _pair("31*(0,0.5,-1) + (0,-1,1) -> (0,1,1)")
-    m = mech.KNG(hardened=False, bound=6.0, proposals=20)
+    m = mech.KNG(hardened=False, bound=6.0)
     kw = dict(pair=pair, draws=3000, pilot=600, seed=5)
     ok = blackbox_audit(m, problem, 1.0, **kw)
     assert ok.passed, ok.summary()
