@@ -165,7 +165,12 @@ class _Counter:
 
     def __call__(self, est, side):
         x = self.cleaner(est)
-        return np.array([int(ev.indicator(x).sum()) for ev in self.events], dtype=np.int64), len(x)
+        values = {}  # each statistic evaluated once
+        for ev in self.events:
+            if id(ev.statistic) not in values:
+                values[id(ev.statistic)] = ev.statistic.fn(x)
+        counts = [int(ev.indicator(x, values[id(ev.statistic)]).sum()) for ev in self.events]
+        return np.array(counts, dtype=np.int64), len(x)
 
 
 def _choose(pa, pb, n, alpha, delta, events):
@@ -193,7 +198,7 @@ def _pilot_masses(chosen, sa, sb):
 
 def _test(chosen, counts_a, counts_b, na, nb, alpha, delta, epsilon):
     """The bound from the counts of the chosen events, its details and power statement."""
-    info = {"events": [], "draws": (na, nb)}
+    info = {"events": []}
     if not chosen or na == 0 or nb == 0:
         info["power"] = {"loss": math.inf, "power": pw.POWER, "method": "no event was chosen"}
         info["notes"] = ["power: no event was found on the pilot; this audit would flag no loss"]

@@ -13,7 +13,8 @@ probability that grows with ``L``.  The masses of the event are the fitted law: 
 event's proportions measured on the releases (the pilot's, when the draws are planned;
 the fresh draws', when the verdict is stated).  Two versions of "the same event at loss
 ``L``" are computed, one keeping the numerator's mass (``p_den = p_num e^-L``), one the
-denominator's (``p_num = p_den e^L``), and the smaller power of the two is used;
+denominator's (``p_num = p_den e^L``, where that is at most 1), and the smaller power of
+the two is used;
 :func:`loss_at_power` is the smallest ``L`` flagged with probability at least ``power``
 by at least one of the events.  The statement is about this audit — its pair, events
 and draws — not about losses reached elsewhere.
@@ -58,11 +59,12 @@ def flag_probability(p_num: float, p_den: float, n_num: int, n_den: int, level: 
 def event_power(p_num: float, p_den: float, loss: float, n: int, level: float, epsilon: float,
                 delta: float = 0.0) -> float:
     """Probability that an event of masses ``(p_num, p_den)``, moved to the log ratio ``loss``
-    (numerator's or denominator's mass kept, the smaller power), gives a flag on ``n`` fresh
-    draws per side."""
+    (numerator's or denominator's mass kept, the smaller power; the denominator's only
+    where ``p_den e^loss <= 1``), gives a flag on ``n`` fresh draws per side."""
     keep_num = flag_probability(p_num, p_num * math.exp(-loss), n, n, level, epsilon, delta)
-    keep_den = flag_probability(min(1.0, p_den * math.exp(loss)), p_den, n, n, level, epsilon, delta)
-    return min(keep_num, keep_den)
+    if p_den * math.exp(loss) > 1.0:  # no event of that mass has that ratio
+        return keep_num
+    return min(keep_num, flag_probability(p_den * math.exp(loss), p_den, n, n, level, epsilon, delta))
 
 
 def _smallest_loss(masses, n, level, epsilon, delta, power):

@@ -98,13 +98,21 @@ class LocalRunner:
 class DaskRunner:
     """Draws the chunks as tasks of a ``distributed.Client`` (one task per chunk).
 
-    The mechanism and the problem travel to the workers once per request (scattered);
+    The mechanism and the problem travel to the workers once (scattered on first use);
     results come back in the order of the chunks, whatever order they finish in.  The
     workers must be able to import the mechanism's and the problem's modules.
     """
 
     def __init__(self, client):
         self.client = client
+        self._scattered: dict[tuple[int, int], tuple] = {}
+
+    def _objects(self, mechanism, problem):
+        key = (id(mechanism), id(problem))
+        if key not in self._scattered:  # the objects are kept alive with their futures
+            futs = self.client.scatter([mechanism, problem], broadcast=True, hash=False)
+            self._scattered[key] = (mechanism, problem, *futs)
+        return self._scattered[key][2:]
 
     @property
     def workers(self) -> int:
@@ -117,7 +125,7 @@ class DaskRunner:
 
         if not chunks:
             return []
-        mech_f, prob_f = self.client.scatter([mechanism, problem], broadcast=True, hash=False)
+        mech_f, prob_f = self._objects(mechanism, problem)
         futures = [self.client.submit(draw_chunk, mech_f, prob_f, epsilon, seed, ch, reduce, pure=False)
                    for ch in chunks]
         index = {f.key: i for i, f in enumerate(futures)}
