@@ -552,7 +552,8 @@ def _summary(claim: Claim, numbers: list[dict[str, Any]], verdict: str) -> str:
     for r in shown[:3]:
         if not _finite_num(r["lo"]) and r.get("k", MIN_REPLICATES) < MIN_REPLICATES:  # no interval: say why
             k = r["k"]
-            why = f"{k} replicate{'s' if k != 1 else ''}" + (" paired" if what == "ratio" else "")
+            why = (f"{k} replicate{'s' if k != 1 else ''}" if k else "no finished replicates") + (
+                " paired" if what == "ratio" and k else "")
             shown_value = f"{what} {_num(r['value'])}, no interval" if _finite_num(r["value"]) else f"no {what}"
             part = f"{r['cell']}: {shown_value} ({why}; needs ≥ {MIN_REPLICATES})"
         else:
