@@ -313,3 +313,12 @@ def test_too_few_replicates_never_decide():
         (v,) = evaluate_claims(raw, parse_claims(claim(**fields))[1])
         assert re.search(r"(no interval|no slope) \(3 replicates", v.summary) and "needs ≥ 10)" in v.summary, v.summary
         assert "[—, —]" not in v.summary
+
+
+def test_a_cell_without_finished_replicates_says_so():
+    """A partial store: the cells of n = 1000 are not finished; the claim's cell names that."""
+    raw = synthetic_dataset(MECHS[:4], n=[100, 1000], replicates=20, d=3, seed=9,
+                            done=lambda lab, n, e, r: n == 100)
+    (v,) = evaluate_claims(raw, parse_claims(claim(type="ordering", mechanisms=["good", "bad"]))[1])
+    assert v.verdict == "inconclusive" and "n=10^3" in v.summary
+    assert "no ratio (no finished replicates; needs ≥ 10)" in v.summary, v.summary
