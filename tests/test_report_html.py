@@ -327,14 +327,20 @@ def test_html_report_prints_to_pdf_with_every_column_and_figure(which, request, 
     """``--print-to-pdf`` (the print stylesheet): a few pages holding every figure and, for
     every table shown (not folded), its whole header and its last row, in order."""
     out, _ = request.getfixturevalue(f"{which}_report")
-    page = out / "report.html"
+    text = check_printed(out / "report.html", tmp_path)
+    assert "Small sample" in text if which == "fig1" else "Small sample" not in text
+
+
+def check_printed(page: Path, tmp_path: Path) -> str:
+    """Print ``page`` to PDF: 2 to 15 pages, every figure, every shown table's header and last
+    row (at least 5 tables); the PDF's text."""
     pages, text, images = _print_to_pdf(page, tmp_path)
     assert 2 <= pages <= 15, pages
-    assert images == len(list(out.glob("*.png")))
+    assert images == len(list(page.parent.glob("*.png")))
     tables = _shown_tables(page.read_text(encoding="utf-8"))
     assert len(tables) >= 5
     squeezed = "".join(text.split())  # cells wrap (at spaces and after hyphens) in print
     for header, last in tables:
         assert "".join("".join(header).split()) in squeezed, header
         assert "".join("".join(last).split()) in squeezed, last
-    assert "Small sample" in text if which == "fig1" else "Small sample" not in text
+    return text
