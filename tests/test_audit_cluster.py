@@ -19,7 +19,7 @@ from kngflow.audit import blackbox_audit
 from kngflow.audit.calibration import Disc, LaplaceMean
 from kngflow.audit.runner import CHUNK_MIN, CHUNKS_MAX, DaskRunner, LocalRunner, chunk_sizes
 
-MECH, PROB = "kngflow.audit.calibration:LaplaceMean", "kngflow.audit.calibration:Disc"
+MECH, PROB = "kngflow.audit.calibration:LaplaceMean", "kngflow.audit.calibration:Interval"
 ARGS = ("--option", "factor=0.7", "--draws", "3000", "--seed", "5", "--no-progress")
 
 

@@ -99,7 +99,7 @@ class DaskRunner:
     """Draws the chunks as tasks of a ``distributed.Client`` (one task per chunk).
 
     The mechanism and the problem travel to the workers once (scattered on first use);
-    results come back in the order of the chunks, whatever order they finish in.  The
+    results are collected in the order of the chunks, whatever order they finish in.  The
     workers must be able to import the mechanism's and the problem's modules.
     """
 
@@ -121,21 +121,17 @@ class DaskRunner:
     def map(self, mechanism, problem, epsilon: float, seed: int, chunks: Sequence[Chunk],
             reduce: Callable | None = None, progress: Callable | None = None) -> list:
         """``draw_chunk`` of every chunk as Dask tasks; results in the chunks' order."""
-        from distributed import as_completed
-
         if not chunks:
             return []
         mech_f, prob_f = self._objects(mechanism, problem)
         futures = [self.client.submit(draw_chunk, mech_f, prob_f, epsilon, seed, ch, reduce, pure=False)
                    for ch in chunks]
-        index = {f.key: i for i, f in enumerate(futures)}
-        out = [None] * len(futures)
+        out = []
         try:
-            for fut in as_completed(futures):
-                i = index[fut.key]
-                out[i] = fut.result()
+            for ch, fut in zip(chunks, futures):  # in order (the client need not be the default one)
+                out.append(fut.result())
                 if progress:
-                    progress(chunks[i].size)
+                    progress(ch.size)
         finally:
             for f in futures:
                 f.release()
