@@ -134,11 +134,15 @@ class _Sampler:
             return False
         return True
 
-    def __call__(self, datasets, size, reduce=None):
+    def __call__(self, datasets, size, reduce=None, strict=False):
         """Per data set: ``(estimates, other outputs)`` joined over its chunks, or the list of
-        ``reduce(...)`` of its chunks; None for a data set the problem rejects."""
+        ``reduce(...)`` of its chunks; None for a data set the problem rejects (``strict``:
+        the problem's ValueError is raised instead)."""
         request = self.requests
         self.requests += 1
+        if strict:
+            for X in datasets:
+                self.problem.audit_data(X)
         ok = [self.accepts(X) for X in datasets]
         sizes = chunk_sizes(size)
         chunks, owner = [], []
@@ -237,7 +241,7 @@ def _fresh_counts(sampler, pair, cl, chosen, draws):
     """Counts of the chosen events on ``draws`` fresh releases per side of ``pair``."""
     if not chosen:
         return np.zeros(0), np.zeros(0), 0, 0
-    per = sampler(list(pair.datasets()), draws, reduce=_Counter(cl, chosen))
+    per = sampler(list(pair.datasets()), draws, reduce=_Counter(cl, chosen), strict=True)
     (ca, na), (cb, nb) = ((np.sum([c for c, _ in p], axis=0), sum(m for _, m in p)) for p in per)
     return ca, cb, na, nb
 
@@ -252,7 +256,7 @@ def _plan_draws(chosen, selects, draws, target_power, max_draws, alpha, delta, e
                                              delta, start=int(draws), budget=int(max_draws)))
 
 
-def _searched(sampler, problem, mechanism, extract, *, draws, candidates, moves, score_draws, seed, alpha,
+def _searched(sampler, problem, extract, *, draws, candidates, moves, score_draws, seed, alpha,
               delta):
     """The searched pair and the search's details."""
     level = alpha / (2 * EVENTS)
@@ -337,9 +341,9 @@ def blackbox_audit(
     sampler = _Sampler(mechanism, problem, run, seed, runner, progress)
     search = {}
     if pair is None:
-        pair, search = _searched(sampler, problem, mechanism, lambda e, side: e, draws=draws, candidates=candidates,
+        pair, search = _searched(sampler, problem, lambda e, side: e, draws=draws, candidates=candidates,
                                  moves=moves, score_draws=score_draws, seed=seed, alpha=alpha, delta=delta)
-    (pa, _), (pb, _) = sampler(list(pair.datasets()), pilot)
+    (pa, _), (pb, _) = sampler(list(pair.datasets()), pilot, strict=True)
     cl, chosen, selects = _choose(pa, pb, draws, alpha, delta, events)
     n = _plan_draws(chosen, selects, draws, target_power, max_draws, alpha, delta, float(epsilon))
     if n != draws:
@@ -397,10 +401,10 @@ def side_channel_audit(
     sampler = _Sampler(mechanism, problem, epsilon, seed, runner, progress)
     search = {}
     if pair is None:
-        pair, search = _searched(sampler, problem, mechanism, side_only, draws=draws, candidates=candidates,
+        pair, search = _searched(sampler, problem, side_only, draws=draws, candidates=candidates,
                                  moves=moves, score_draws=score_draws, seed=seed, alpha=alpha, delta=0.0)
-    (pa, sa), (pb, sb) = sampler(list(pair.datasets()), pilot)
-    (a, ta), (b, tb) = sampler(list(pair.datasets()), draws)
+    (pa, sa), (pb, sb) = sampler(list(pair.datasets()), pilot, strict=True)
+    (a, ta), (b, tb) = sampler(list(pair.datasets()), draws, strict=True)
     level = alpha / (len(ta) + 1)
     record, info = _event_test(pa, pb, a, b, level, 0.0, EVENTS, float(epsilon))
     fields = {}

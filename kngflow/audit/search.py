@@ -270,11 +270,6 @@ def _cp_lo(k, n, level):
     return np.where(k > 0, sps.beta.ppf(level, np.maximum(k, 1e-12), np.maximum(n - k, 0) + 1), 0.0)
 
 
-def _cp_hi(k, n, level):
-    k = np.asarray(k, dtype=float)
-    return np.where(k < n, sps.beta.ppf(1 - level, k + 1, np.maximum(n - k, 1e-12)), 1.0)
-
-
 def _wilson(k, n, z, upper: bool):
     """Wilson score bound for ``k`` successes of ``n`` at ``z`` standard errors (vectorised;
     a fast stand-in for Clopper–Pearson where bounds only rank events)."""
