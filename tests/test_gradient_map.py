@@ -213,3 +213,25 @@ def test_logistic_gradient_map_passes_the_blackbox_audit_on_a_tiny_data_set():
     assert ok.passed and ok.bound <= 1.0, ok.summary()
     bad = blackbox_audit(MapAlone(hardened=False), p, 1.0, **bb)
     assert not bad.passed and bad.bound > 2.0, bad.summary()
+
+
+def test_warm_start_only_for_the_map_alone():
+    """``gradient_map_draws`` starts Newton at the chain's state (``warm``) only for the map
+    alone (``base_share = 0``: constant Hessians); with a base-measure share every solve
+    starts at one state-independent point (tests/test_map_small_n.py shows the law)."""
+    p = get_problem("logistic", beta=[0.5, -1.0])
+    data = p.simulate(200, np.random.default_rng(18))
+    mech = get_mechanism("logistic", "kng", hardened=False)
+
+    def draws(share, **kw):
+        return gradient_map_draws(type(mech).gradient, type(mech).hessian, mech.kernel_args(data),
+                                  mech.rate(data, 1.0), mech.norm, mech.domain(data), 0.0,
+                                  np.random.default_rng(19), 40, 10, mech.max_tries, share, **kw)
+
+    for share, warm in ((0.0, True), (BASE_SHARE, False)):
+        default, explicit = draws(share), draws(share, warm=warm)
+        for a, b in zip(default, explicit):
+            np.testing.assert_array_equal(a, b)
+    got = mech.draw_gradient_map(data, 1.0, np.random.default_rng(19), 40, proposals=10)
+    for a, b in zip(got, draws(BASE_SHARE, warm=False)):
+        np.testing.assert_array_equal(a, b)
