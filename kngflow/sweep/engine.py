@@ -25,7 +25,7 @@ from .provenance import (
     scheduler_lost,
     version_mismatch,
 )
-from .runner import RunResult, _Window, run_sweep
+from .runner import RunResult, run_sweep
 from .task import compute_block, failed_block, mark_task_failed, run_task, timeout_message
 
 __all__ = [
@@ -56,5 +56,4 @@ __all__ = [
     "version_mismatch",
     "scheduler_lost",
     "MATCHED_PACKAGES",
-    "_Window",
 ]
