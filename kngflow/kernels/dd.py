@@ -36,7 +36,7 @@ from kngflow._jit import jit
 
 __all__ = ["UNIT", "two_sum", "two_prod", "residual_dd", "refine_solve", "inverse_norm_bound",
            "solve_certificate", "certified_solve", "scale_dd", "affine_dd", "gram_residual_norm",
-           "certify_quadratic_l1_ball"]
+           "certify_quadratic_l1_ball", "chol_solve_certificate"]
 
 #: unit roundoff of float64
 UNIT = 2.0**-53
@@ -414,3 +414,47 @@ def certify_quadratic_l1_ball(G2, shift, vh, vl, theta0, B, iters, hi, lo):
         hi[S[a]] = xh[a]
         lo[S[a]] = xl[a]
     return cert
+
+
+@jit
+def chol_solve_certificate(L, x, u, inv_norm_L):
+    """A bound on ``||x - (L L')^{-1} u||_2`` for a computed ``x`` (``L`` lower triangular):
+    the residual ``u - L (L' x)`` in double-double (exact products; each stage's rounding
+    bounded as in :func:`residual_dd`) times ``||(L L')^{-1}||_2 <= inv_norm_L^2``."""
+    d = u.shape[0]
+    yh = np.empty(d)
+    yl = np.empty(d)
+    err1 = 0.0
+    for i in range(d):  # y = L' x
+        h, l = 0.0, 0.0
+        size = 0.0
+        for k in range(i, d):
+            p, e = two_prod(L[k, i], x[k])
+            h, l = _dd_add(h, l, p)
+            h, l = _dd_add(h, l, e)
+            size += abs(p) + abs(e)
+        yh[i] = h
+        yl[i] = l
+        err1 = max(err1, 8.0 * (d + 2) * UNIT * UNIT * size)
+    r2 = 0.0
+    err2 = 0.0
+    lnorm = 0.0
+    for i in range(d):  # r = u - L y
+        h, l = u[i], 0.0
+        size = abs(u[i])
+        row = 0.0
+        for k in range(i + 1):
+            p, e = two_prod(L[i, k], yh[k])
+            h, l = _dd_add(h, l, -p)
+            h, l = _dd_add(h, l, -e)
+            q = L[i, k] * yl[k]
+            h, l = _dd_add(h, l, -q)
+            size += abs(L[i, k]) * (abs(yh[k]) + abs(yl[k]))
+            row += abs(L[i, k])
+        t = abs(h) + abs(l)
+        r2 += t * t
+        ei = 8.0 * (2 * d + 4) * UNIT * UNIT * size + 2.0 * UNIT * size
+        err2 += ei * ei
+        lnorm = max(lnorm, row)
+    resid = math.sqrt(r2) * (1.0 + 4.0 * d * UNIT) + math.sqrt(err2) + lnorm * math.sqrt(d) * err1
+    return inv_norm_L * inv_norm_L * resid

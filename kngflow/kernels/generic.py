@@ -146,7 +146,7 @@ def energies(energy, thetas, data, out):
 
 
 @jit(cache=False)
-def metropolis_chains(energy, rng, data, center, B, base_scale, steps, out, acc_out):
+def metropolis_chains(energy, rng, data, center, B, base_scale, steps, out, acc_out, lattice=0.0):
     """Run ``out.shape[0]`` independent chains of ``steps`` sweeps; final states to ``out``.
 
     Parameters
@@ -159,6 +159,7 @@ def metropolis_chains(energy, rng, data, center, B, base_scale, steps, out, acc_
     base_scale : float, ``<= 0`` for the uniform ℓ1-ball base, else the Gaussian sd.
     steps : int >= 2, sweeps per chain (first half burn-in).
     out : (chains, d) float64; acc_out : (chains,) post-burn-in acceptance rates.
+    lattice : float, > 0 for steps on that dyadic lattice (exact positions; hardened releases).
     """
     d = center.shape[0]
     theta = np.empty(d)
@@ -172,7 +173,8 @@ def metropolis_chains(energy, rng, data, center, B, base_scale, steps, out, acc_
         e = energy(theta, data)
         for s in range(steps):
             for j in range(d):
-                tj, _, dbase, l1n, inside = propose_coordinate(rng, theta, j, sig[j], center[j], l1, B, gauss, inv2s2)
+                tj, _, dbase, l1n, inside = propose_coordinate(rng, theta, j, sig[j], center[j], l1, B, gauss, inv2s2,
+                                                               lattice)
                 ok = False
                 if inside:
                     en = energy(theta, data)

@@ -488,7 +488,7 @@ BASE_SHARE = 0.2
 
 @jit(cache=False)
 def surrogate_map_chain(gradient, s_gradient, s_hessian, rng, args, sargs, a, code, center, B, base_scale, proposals,
-                        max_iter, out, acc_out, steps_out):
+                        max_iter, out, acc_out, steps_out, route_out, u_out, fit_out):
     """Independence-Metropolis steps for KNG whose gradient is not smooth, proposing through a
     smooth surrogate's gradient map frozen at its minimiser, from the states in ``out``.
 
@@ -528,7 +528,11 @@ def surrogate_map_chain(gradient, s_gradient, s_hessian, rng, args, sargs, a, co
 
     Returns 0, or -1 (``out`` unchanged) when the surrogate's Hessian at ``center`` or its
     Newton solve fails.  ``acc_out[ch]``: the fraction of proposals accepted;
-    ``steps_out[ch]``: ``proposals``.
+    ``steps_out[ch]``: ``proposals``.  For the rounding bound of a hardened release (not
+    private, like every diagnostic): ``route_out[ch]`` says where the final state came from
+    (0: the start, 1: the map, 2: the base measure), ``u_out[ch]`` the noise ``u`` a map
+    state was computed from (``theta = theta_c + M^-1 u``), and ``fit_out`` holds ``L``, the
+    Cholesky factor of ``M``, in its first ``d`` columns and ``theta_c`` in the last.
     """
     d = center.shape[0]
     gauss = base_scale > 0.0
@@ -557,6 +561,10 @@ def surrogate_map_chain(gradient, s_gradient, s_hessian, rng, args, sargs, a, co
             return -1
         for i in range(d):
             xc[i] += step[i]
+    for i in range(d):
+        for k in range(d):
+            fit_out[i, k] = L[i, k]
+        fit_out[i, d] = xc[i]
     ap = SURROGATE_TEMPER * a
     log_map = math.log(1.0 - BASE_SHARE) + logdet + _log_knorm_normaliser(code, d, ap)
     log_base = math.log(BASE_SHARE) + _log_base_normaliser(d, B, base_scale)
@@ -569,13 +577,17 @@ def surrogate_map_chain(gradient, s_gradient, s_hessian, rng, args, sargs, a, co
             theta[i] = out[ch, i]
         logw = -math.inf
         accepted = 0
+        route = 0
         for it in range(proposals + 1):  # it = 0: the start's weight
+            kind = 0
             if it == 0:
                 for i in range(d):
                     prop[i] = theta[i]
             elif rng.random() < BASE_SHARE:
+                kind = 2
                 _draw_base(rng, center, B, base_scale, prop)
             else:
+                kind = 1
                 _draw_u(rng, code, 1.0 / ap, u)
                 for i in range(d):
                     minus_u[i] = -u[i]
@@ -618,7 +630,12 @@ def surrogate_map_chain(gradient, s_gradient, s_hessian, rng, args, sargs, a, co
             logw = logw_new
             for i in range(d):
                 theta[i] = prop[i]
+            route = kind
+            if kind == 1:
+                for i in range(d):
+                    u_out[ch, i] = -minus_u[i]
         out[ch, :] = theta
         acc_out[ch] = accepted / proposals
         steps_out[ch] = proposals
+        route_out[ch] = route
     return 0

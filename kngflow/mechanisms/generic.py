@@ -53,6 +53,8 @@ say which), and its chains still start at the data-independent centre.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from kngflow.kernels.generic import (
@@ -65,6 +67,7 @@ from kngflow.kernels.generic import (
     metropolis_chains,
     precond_metropolis_chains,
 )
+from kngflow.kernels.dd import chol_solve_certificate, inverse_norm_bound
 from kngflow.kernels.gradient_map import BASE_SHARE, MAX_ITER, gradient_map_chain, surrogate_map_chain
 from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_positive, check_rng
 from kngflow.mechanisms.claims import Density
@@ -115,23 +118,30 @@ def gradient_map_draws(gradient, hessian, args, a, norm, domain, base_scale, rng
     return out, acc, steps
 
 
-def surrogate_map_draws(gradient, surrogate, args, sargs, a, norm, domain, base_scale, rng, start, proposals):
+def surrogate_map_draws(gradient, surrogate, args, sargs, a, norm, domain, base_scale, rng, start, proposals,
+                        details=False):
     """Surrogate-map steps (:func:`~kngflow.kernels.gradient_map.surrogate_map_chain`) for KNG
     on a problem's exact jitted ``gradient`` (on ``args``) with the smooth surrogate
     ``surrogate = (gradient, hessian)`` (on ``sargs``), one chain from each row of ``start``
     (size, d; in ``Theta``): returns the final states (size, d), the accepted fractions
     (size,) and the proposals made (size,); other arguments as :func:`gradient_map_draws`.
-    Raises RuntimeError when the surrogate's fit fails."""
+    With ``details``, also the final states' routes, noises and the fit (``route_out``,
+    ``u_out``, ``fit_out`` of the kernel).  Raises RuntimeError when the surrogate's fit fails."""
     center, B = domain
     center = np.ascontiguousarray(center, dtype=np.float64)
     out = np.array(start, dtype=np.float64, order="C")
-    acc = np.empty(out.shape[0])
-    steps = np.empty(out.shape[0], dtype=np.int64)
+    size, d = out.shape
+    acc = np.empty(size)
+    steps = np.empty(size, dtype=np.int64)
+    routes = np.zeros(size, dtype=np.int64)
+    us = np.zeros((size, d))
+    fit = np.zeros((d, d + 1))
     status = surrogate_map_chain(gradient, surrogate[0], surrogate[1], rng, args, sargs, float(a), NORM_CODES[norm],
-                                 center, float(B), float(base_scale), int(proposals), MAX_ITER, out, acc, steps)
+                                 center, float(B), float(base_scale), int(proposals), MAX_ITER, out, acc, steps,
+                                 routes, us, fit)
     if status < 0:
         raise RuntimeError("surrogate-map sampler: the smooth surrogate's Newton fit failed; use sampler='metropolis'")
-    return out, acc, steps
+    return (out, acc, steps, routes, us, fit) if details else (out, acc, steps)
 
 
 class NonPrivateBase(Mechanism):
@@ -161,7 +171,14 @@ class NonPrivateBase(Mechanism):
 #: chains' positions are sums of data-independent proposals, and the exact draws (1-D
 #: quantiles) an order statistic plus a uniform offset.  Coordinate Gibbs is not among
 #: them: its breakpoints divide by covariates, whose rounding has no public bound.
-HARDENABLE_SAMPLERS = ("exact", "metropolis")
+HARDENABLE_SAMPLERS = ("exact", "metropolis", "surrogate_map")
+#: a hardened surrogate-map release's grid is 2^-SURROGATE_GRID_BITS of the bound (no public
+#: lower bound on the spread exists: data on a hyperplane make the law as narrow as they like),
+#: its rounding bound 2^-SURROGATE_ETA_BITS of the grid
+SURROGATE_GRID_BITS = 20
+SURROGATE_ETA_BITS = 26
+#: the hardened surrogate map's walk moves on the lattice 2^(floor(log2 B) - LATTICE_BITS)
+LATTICE_BITS = 46
 
 
 def sampler_hardening(name: str, steps: int, d: int, bound: float) -> Hardening:
@@ -247,11 +264,17 @@ class Sampled(Mechanism):
 
     def hardening(self, data, epsilon) -> Hardening:
         """Coupling route on the box holding ``Theta`` (output units):
-        :func:`sampler_hardening` with the sampler :meth:`_policy` runs."""
+        :func:`sampler_hardening` with the sampler :meth:`_policy` runs; for the surrogate map
+        the grid ``2^-20`` of the bound and ``η = Λ 2^-26`` (about ``2^-46 B``, above the
+        rounding a certified state may have: :meth:`GenericKNG.release_surrogate_hardened`),
+        so δ′ = δ + (1 + e^ε) 2d 2^-26 (2.2·10^-7 at d = 2, ε = 1)."""
         data = self.check_data(data)
         center, B = self.domain(data)
         bound = (float(np.max(np.abs(center))) + float(B)) * abs(self.output_scale(data))
         name = self._policy()
+        if name == "surrogate_map":
+            h = coupling_hardening(bound, 0.0, data.d, bits=SURROGATE_GRID_BITS)
+            return h._replace(eta=math.ldexp(h.grid, -SURROGATE_ETA_BITS))
         return sampler_hardening(name, self.steps if name == "metropolis" else 0, data.d, bound)
 
     def options(self) -> dict:
@@ -295,6 +318,9 @@ class Sampled(Mechanism):
         epsilon = check_epsilon(epsilon)
         rng = check_rng(rng)
         name = self._policy()
+        if self.hardened and name == "surrogate_map":
+            theta, info = self.release_surrogate_hardened(data, epsilon, rng)
+            return Release(np.asarray(theta, dtype=np.float64) * self.output_scale(data), info)
         if name in MAP_SAMPLERS and self.sampler == "auto":
             draw = self.draw_gradient_map if name == "gradient_map" else self.draw_surrogate_map
             try:
@@ -330,10 +356,11 @@ class Sampled(Mechanism):
     def _jacobian(self):
         raise NotImplementedError
 
-    def draw_metropolis(self, data, epsilon, rng, size, steps=None):
+    def draw_metropolis(self, data, epsilon, rng, size, steps=None, lattice=0.0):
         """Final states and post-burn-in acceptance rates of ``size`` independent chains
-        (along preconditioned directions when ``precondition`` is true)."""
-        if self.precondition:
+        (along preconditioned directions when ``precondition`` is true; with ``lattice > 0``,
+        one coordinate at a time on that lattice, exact positions)."""
+        if self.precondition and not lattice:
             out, acc, _ = self.draw_preconditioned(data, epsilon, rng, size, steps)
             return out, acc
         a = self.rate(data, epsilon)
@@ -343,7 +370,7 @@ class Sampled(Mechanism):
         base_scale = self.base_scale if self.base == "gaussian" else 0.0
         metropolis_chains(
             self._energy(), rng, self.energy_data(data, a), np.asarray(center, float), float(B),
-            base_scale, int(steps or self.steps), out, acc,
+            base_scale, int(steps or self.steps), out, acc, float(lattice),
         )
         return out, acc
 
@@ -483,6 +510,48 @@ class GenericKNG(Sampled):
                                               self.domain(data), self.base_scale if self.base == "gaussian" else 0.0,
                                               rng, start, int(proposals or self.proposals))
         return out, acc, steps + self.steps
+
+    def release_surrogate_hardened(self, data, epsilon, rng):
+        """A hardened surrogate-map release (scaled units) and its info.
+
+        The walk moves on the dyadic lattice ``2^(floor(log2 B) - 46)`` from the
+        data-independent centre (a lattice point), so its positions are exact; the
+        independence steps then end at the walk's state, a base-measure draw (``d + 4``
+        rounded operations on values below ``|centre| + B``) or a map proposal
+        ``theta_c + M^-1 u``, whose triangular solves are certified a posteriori
+        (:func:`~kngflow.kernels.dd.chol_solve_certificate`; ``theta_c`` and ``M`` are
+        whatever the fit computed: they define the proposal, as in the unhardened
+        sampler).  A state whose rounding (times the output scale, with the product's own
+        rounding) exceeds the grid's ``η`` is not released: the walk's state is (the same
+        target law, rounding 0).  Decisions are modelled as exact, as everywhere.
+        """
+        h = self.hardening(data, epsilon)
+        center, B = self.domain(data)
+        center = np.asarray(center, dtype=np.float64)
+        lattice = math.ldexp(1.0, math.frexp(float(B))[1] - 1 - LATTICE_BITS)
+        start, _ = self.draw_metropolis(data, epsilon, rng, 1, lattice=lattice)
+        walk = {"sampler": "metropolis", "acceptance": float("nan"), "steps": self.steps}
+        try:
+            out, acc, steps, routes, us, fit = surrogate_map_draws(
+                type(self).gradient, type(self).surrogate, self.kernel_args(data), self.surrogate_args(data),
+                self.rate(data, epsilon), self.norm, (center, B), 0.0, rng, start, int(self.proposals), details=True)
+        except RuntimeError:  # no surrogate fit: the walk's state
+            return start[0], walk
+        theta, route = out[0], int(routes[0])
+        u = UNIT_ROUNDOFF
+        if route == 0:
+            eta = 0.0
+        elif route == 2:
+            eta = 2.0 * (data.d + 4) * u * (float(np.max(np.abs(center))) + float(B))
+        else:
+            L, xc = np.ascontiguousarray(fit[:, :-1]), fit[:, -1].copy()
+            x = theta - xc
+            eta = chol_solve_certificate(L, x, us[0], inverse_norm_bound(L, np.linalg.inv(L)))
+            eta += 2.0 * u * float(np.max(np.abs(theta)) + np.max(np.abs(xc)))
+        scale = abs(self.output_scale(data))
+        if (eta + 2.0 * u * float(np.max(np.abs(theta)))) * scale * (1.0 + 4.0 * u) <= h.eta:
+            return theta, {"sampler": "surrogate_map", "acceptance": float(acc[0]), "steps": int(steps[0]) + self.steps}
+        return start[0], walk
 
     def _jacobian(self):
         cls = type(self)

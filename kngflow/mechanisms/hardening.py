@@ -140,11 +140,12 @@ def _floor_pow2(x: float) -> float:
     return math.ldexp(1.0, e - 1)
 
 
-def bound_grid(bound: float) -> tuple[float, float]:
-    """``(Λ, B)`` of the coupling route: ``Λ = 2^(floor(log2 bound) - 12)`` and ``B`` the bound rounded up to it."""
+def bound_grid(bound: float, bits: int = BOUND_BITS) -> tuple[float, float]:
+    """``(Λ, B)`` of the coupling route: ``Λ = 2^(floor(log2 bound) - bits)`` (default 12) and
+    ``B`` the bound rounded up to it."""
     if not (math.isfinite(bound) and bound > 0):
         raise HardeningError(f"hardened: the public bound must be finite and > 0, got {bound!r}")
-    grid = math.ldexp(_floor_pow2(bound), -BOUND_BITS)
+    grid = math.ldexp(_floor_pow2(bound), -bits)
     return grid, math.ceil(bound / grid) * grid
 
 
@@ -160,10 +161,11 @@ def spread_grid(spread: float, bound: float) -> tuple[float, float]:
 
 
 def coupling_hardening(bound: float, eta: float, size: int, snaps: int = 1, site: str = "estimate",
-                       spread: float | None = None) -> Hardening:
+                       spread: float | None = None, bits: int = BOUND_BITS) -> Hardening:
     """The coupling route's :class:`Hardening` on ``[-bound, bound]^size`` (module docstring);
-    with a public ``spread`` the grid follows it (:func:`spread_grid`)."""
-    grid, bound = bound_grid(bound) if spread is None else spread_grid(spread, bound)
+    with a public ``spread`` the grid follows it (:func:`spread_grid`), else it is
+    ``2^-bits`` of the bound."""
+    grid, bound = bound_grid(bound, bits) if spread is None else spread_grid(spread, bound)
     return Hardening(grid=grid, bound=bound, eta=float(eta), lipschitz=None, size=int(size), snaps=int(snaps),
                      site=site)
 

@@ -83,7 +83,7 @@ class _QuantReg:
         reach = self.bound if self.base == "uniform" else 8.0 * self.base_scale
         return np.full(d, -reach), np.full(d, reach)
 
-    def draw_metropolis(self, data, epsilon, rng, size, steps=None):
+    def draw_metropolis(self, data, epsilon, rng, size, steps=None, lattice=0.0):
         """The generic Metropolis chain, its energy evaluated on a residual band (see
         :func:`kngflow.models.quantreg.sampler.qr_metropolis_chains`); same returns as the generic one."""
         a = self.rate(data, epsilon)
@@ -94,7 +94,7 @@ class _QuantReg:
         code = NORM_CODES[self.norm]
         qr_metropolis_chains(
             rng, data.X, data.y, data.tau, a, np.asarray(center, float), float(B), base_scale,
-            self._target, code, int(steps or self.steps), out, acc,
+            self._target, code, int(steps or self.steps), out, acc, float(lattice),
         )
         return out, acc
 
@@ -138,8 +138,10 @@ class KNG(_QuantReg, GenericKNG):
     #: The proposals take those chains to the mode (0 stuck in 2000 releases at n = 10^5 and
     #: in 200 at 10^6 and 10^7, benchmarks/sampler_check.py); the walk covers targets as
     #: wide as Theta (small n), where the surrogate's proposals alone would not.  The walk
-    #: alone stays available (``sampler="metropolis"``, the hardened default: its rounding is
-    #: bounded) and exact coordinate Gibbs too; Gibbs zig-zags far from the mode
+    #: alone stays available (``sampler="metropolis"``) and exact coordinate Gibbs too.
+    #: Hardened releases run the same surrogate map, certified
+    #: (:meth:`~kngflow.mechanisms.generic.GenericKNG.release_surrogate_hardened`: the walk
+    #: on a dyadic lattice, the map's solves certified a posteriori).  Gibbs zig-zags far from the mode
     #: (``||g||_inf`` dominated by one coordinate makes the other's conditional nearly flat).
     samplers = ("surrogate_map", "metropolis", "gibbs")
     surrogate = (qr_smooth_gradient, qr_smooth_hessian)

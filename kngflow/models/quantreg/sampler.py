@@ -593,7 +593,7 @@ def _qr_build(X, y, tau, a, target, code, theta, W, cap, o, idx, rb, out_g, out_
 
 
 @jit
-def qr_metropolis_chains(rng, X, y, tau, a, center, B, base_scale, target, code, steps, out, acc_out):
+def qr_metropolis_chains(rng, X, y, tau, a, center, B, base_scale, target, code, steps, out, acc_out, lattice=0.0):
     """The generic random-walk Metropolis kernel for quantile regression, on a residual band.
 
     Same chain, draw for draw, as :func:`kngflow.kernels.generic.metropolis_chains` with
@@ -609,6 +609,8 @@ def qr_metropolis_chains(rng, X, y, tau, a, center, B, base_scale, target, code,
     also that proposal's energy), and at burn-in batch ends when the scales have shrunk
     fourfold.  A band of more than ``n / 4`` rows is not kept (full passes instead).
     Uniform ℓ1-ball base (``base_scale <= 0``) or Gaussian base, as the generic kernel.
+    ``lattice > 0`` (hardened releases): every step a multiple of it, so the positions are
+    exact (:func:`~kngflow.kernels.metropolis.propose_coordinate`).
     """
     n, d = X.shape
     args = (X, y, tau)
@@ -637,7 +639,8 @@ def qr_metropolis_chains(rng, X, y, tau, a, center, B, base_scale, target, code,
         l1 = 0.0
         for s in range(steps):
             for j in range(d):
-                tj, _, dbase, l1n, inside = propose_coordinate(rng, theta, j, sig[j], center[j], l1, B, gauss, inv2s2)
+                tj, _, dbase, l1n, inside = propose_coordinate(rng, theta, j, sig[j], center[j], l1, B, gauss, inv2s2,
+                                                               lattice)
                 ok = False
                 if inside:
                     dist = 0.0
