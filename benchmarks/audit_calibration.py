@@ -40,21 +40,20 @@ def main():
     ap.add_argument("--geometries", nargs="+", default=list(GEOMETRIES))
     ap.add_argument("--jobs", type=int, default=1, help="audits run at once (processes)")
     args = ap.parse_args()
-    work = [(g, loss, s) for g in args.geometries for loss in args.losses for s in range(args.seeds)]
     t0 = time.perf_counter()
-    with ProcessPoolExecutor(args.jobs) as pool:
-        rows = list(pool.map(one, work))
-    print(f"declared epsilon = 1, default settings, {args.seeds} seeds; {time.perf_counter() - t0:.0f} s in all "
-          f"({args.jobs} processes)\n")
+    print(f"declared epsilon = 1, default settings, {args.seeds} seeds, {args.jobs} processes\n")
     print("| domain | true loss / ε | flagged | median bound | median power statement | worst pair chosen "
           "| median s / audit |")
-    print("|---|---|---|---|---|---|---|")
-    for g in args.geometries:
-        for loss in args.losses:
-            r = [x for x in rows if x[0] == g and x[1] == loss]
-            print(f"| {g} | {loss:g}{' (twin)' if loss == 1 else ''} | {sum(x[4] for x in r)}/{len(r)} "
-                  f"| {np.median([x[3] for x in r]):.3f} | {np.median([x[5] for x in r]):.3f} "
-                  f"| {sum(x[6] for x in r)}/{len(r)} | {np.median([x[7] for x in r]):.1f} |", flush=True)
+    print("|---|---|---|---|---|---|---|", flush=True)
+    with ProcessPoolExecutor(args.jobs) as pool:
+        for g in args.geometries:
+            rows = list(pool.map(one, [(g, loss, s) for loss in args.losses for s in range(args.seeds)]))
+            for loss in args.losses:
+                r = [x for x in rows if x[1] == loss]
+                print(f"| {g} | {loss:g}{' (twin)' if loss == 1 else ''} | {sum(x[4] for x in r)}/{len(r)} "
+                      f"| {np.median([x[3] for x in r]):.3f} | {np.median([x[5] for x in r]):.3f} "
+                      f"| {sum(x[6] for x in r)}/{len(r)} | {np.median([x[7] for x in r]):.1f} |", flush=True)
+    print(f"\n{time.perf_counter() - t0:.0f} s in all")
 
 
 if __name__ == "__main__":
