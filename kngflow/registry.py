@@ -45,6 +45,8 @@ BUILTIN_MODELS = {
     "mean": "kngflow.models.mean",
     "geomedian": "kngflow.models.geomedian",
     "logistic": "kngflow.models.logistic",
+    "pca": "kngflow.models.pca",
+    "svm": "kngflow.models.svm",
 }
 
 #: the entry-point group of outside models (name -> module exposing PROBLEM and MECHANISMS)
