@@ -62,8 +62,13 @@ ALPHA = 1e-5
 #: Default fresh releases per side (the calibration suite's broken mechanisms at 1.4 ε are
 #: flagged with it: ``docs/audits.md``).
 DRAWS = 50_000
-#: Default releases per declared record (and per side of a pair) that score the pairs.
+#: Most releases per declared record (and per side of a pair) that score the pairs by
+#: default; fewer (``draws / 20``, at least 100) for audits of fewer draws.
 SCORE_DRAWS = 500
+
+
+def _score_draws(draws: int, score_draws: int | None) -> int:
+    return int(score_draws) if score_draws is not None else min(SCORE_DRAWS, max(100, int(draws) // 20))
 #: Events chosen on the pilot and counted on the fresh draws.
 EVENTS = 4
 #: Default most fresh releases per side that ``target_power`` may ask for.
@@ -275,11 +280,12 @@ def _searched(sampler, problem, extract, *, draws, candidates, moves, score_draw
 
 
 def planned_releases(draws: int, pilot: int | None = None, *, pair_given: bool = False, candidates: int = 8,
-                     moves: int | None = None, score_draws: int = SCORE_DRAWS, records: int = 0) -> int:
+                     moves: int | None = None, score_draws: int | None = None, records: int = 0) -> int:
     """Releases one :func:`blackbox_audit` makes with these settings, ``records`` declared
     records (for a progress bar; the search may make fewer)."""
     contexts = max(1, candidates // 4)
     moves = candidates if moves is None else moves
+    score_draws = _score_draws(draws, score_draws)
     search = 0 if pair_given else score_draws * (contexts * min(records, 64) + 2 * moves + 10 * 4)
     return search + 2 * (draws + _pilot_size(draws, pilot))
 
@@ -295,7 +301,7 @@ def blackbox_audit(
     pilot: int | None = None,
     candidates: int = 8,
     moves: int | None = None,
-    score_draws: int = SCORE_DRAWS,
+    score_draws: int | None = None,
     bins: int = 10,
     alpha: float = ALPHA,
     events: int = EVENTS,
@@ -315,7 +321,7 @@ def blackbox_audit(
         a negative control runs at ``2 epsilon``).
     pair : the adjacent pair; default: searched over the declared records
         (:func:`~kngflow.audit.search.search_pair`): every swap scored on ``score_draws``
-        releases per record in ``max(1, candidates // 4)`` sets of other records, then
+        releases per record (default ``draws / 20``, between 100 and 500) in ``max(1, candidates // 4)`` sets of other records, then
         ``moves`` (default ``candidates``) moves of the other records.
     draws : fresh releases per side counted for the bound.
     pilot : releases per side that choose the events (default ``draws / 5``, between
@@ -337,6 +343,7 @@ def blackbox_audit(
     run = float(epsilon if run_epsilon is None else run_epsilon)
     delta = _delta(mechanism)
     pilot = _pilot_size(draws, pilot)
+    score_draws = _score_draws(draws, score_draws)
     problem = audit_view(mechanism, problem)
     sampler = _Sampler(mechanism, problem, run, seed, runner, progress)
     search = {}
