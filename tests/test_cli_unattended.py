@@ -96,6 +96,15 @@ def wait_for_text(path: Path, text: str, timeout: float = 120) -> None:
     raise AssertionError(f"{path} did not get {text!r} within {timeout:g} s")
 
 
+def _worker_started(pid: int) -> bool:
+    """Whether worker process ``pid`` is past its interpreter's start-up: a running Dask
+    worker has its event loop's helper threads (a starting interpreter has one thread)."""
+    try:
+        return psutil.Process(pid).num_threads() >= 3
+    except psutil.Error:
+        return False
+
+
 def worker_pids(proc: subprocess.Popen) -> list[int]:
     kids = psutil.Process(proc.pid).children(recursive=True)
     return [k.pid for k in kids if any("spawn_main" in a for a in k.cmdline())]
@@ -260,8 +269,17 @@ def test_log_file_takes_the_logs_of_client_and_workers(tmp_path):
     proc = start_run(spec, store, "--log-file", log)
     try:
         wait_computing(proc, store)
-        os.kill(worker_pids(proc)[0], signal.SIGKILL)
+        killed = worker_pids(proc)[0]
+        os.kill(killed, signal.SIGKILL)
         wait_for_text(log, "Restarting worker")  # the nanny notices and restarts the worker
+        # the replacement must be past its interpreter's start-up before the group's SIGINT
+        # (a signal there is Python's own fatal start-up error, not kngflow's output)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            fresh = [p for p in worker_pids(proc) if p != killed]
+            if fresh and all(_worker_started(p) for p in fresh):
+                break
+            time.sleep(0.2)
         os.killpg(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:

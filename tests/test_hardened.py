@@ -224,7 +224,8 @@ def test_hardened_is_listed_only_where_it_can_be_honoured_and_a_declared_box_har
     assert "hardened" not in type(get_mechanism("mean", ref)).option_names()
     assert not get_mechanism("mean", ref, hardened=False).hardened
     assert "hardened" in type(get_mechanism("mean", "kng")).option_names()
-    out = kngflow_cli("audit", ref, "--problem", "mean", "--draws", "2000", "--option", "hardened=false")
+    out = kngflow_cli("audit", ref, "--problem", "mean", "--draws", "2000", "--option", "hardened=false",
+                      "--no-progress", env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)})
     assert "--option hardened=true" not in out.stdout and "declares no hardening" in out.stdout, out.stdout + out.stderr
     boxed = get_mechanism("mean", f"{__name__}:BoxHardened")
     assert boxed.hardened and "hardened" in type(boxed).option_names()

@@ -499,6 +499,9 @@ def test_surrogate_map_falls_back_when_the_fit_fails():
         build("kng", "linf", sampler="surrogate_map").release(data, 1.0, np.random.default_rng(31))
     with pytest.raises(ValueError, match="sampler must be one of"):
         build("exponential", None, sampler="surrogate_map")
-    # the hardened release runs the Metropolis chain (its rounding is bounded)
+    # hardened releases run the same sampler, certified (tests/test_hardened_surrogate.py),
+    # and where the fit fails the walk's state, whose rounding is 0 (lattice positions)
     assert get_mechanism("quantreg", "kng", hardened=True).release(
-        sim(50, 32), 1.0, np.random.default_rng(33)).info["sampler"] == "metropolis"
+        sim(50, 32), 1.0, np.random.default_rng(33)).info["sampler"] == "surrogate_map"
+    assert get_mechanism("quantreg", "kng", hardened=True, steps=50).release(
+        data, 1.0, np.random.default_rng(31)).info["sampler"] == "metropolis"
