@@ -147,8 +147,10 @@ def _hardened_release(release):
             rel = release(self, data, epsilon, rng)
         finally:
             _RELEASING.depth = 0
+        if self.snaps_itself or not isinstance(rel, Release):
+            return rel
         h = self.hardening(data, epsilon)
-        if h.site != "estimate" or not isinstance(rel, Release):
+        if h.site != "estimate":
             return rel
         return Release(snap(rel.estimate, h, rng), rel.info)
 
@@ -179,6 +181,9 @@ class Mechanism:
     diagnostics: ClassVar[tuple] = ()
     private: ClassVar[bool] = True
     hardened: bool = False
+    #: True when a hardened ``release`` snaps its own estimate (its hardening's site is
+    #: ``"sampler"``), so the contract does not ask :meth:`hardening` again after it
+    snaps_itself: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)

@@ -77,6 +77,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from kngflow._jit import jit
+
 __all__ = ["Hardening", "HardeningError", "UNIT_ROUNDOFF", "coupling_hardening", "lipschitz_hardening", "snap",
            "spread_grid", "guarantee", "knorm_lipschitz"]
 
@@ -214,15 +216,25 @@ def snap(x, h: Hardening, rng: np.random.Generator, lo=None) -> np.ndarray:
     """
     x = np.asarray(x, dtype=np.float64)
     v = h.grid * rng.random(x.shape)
-    clipped = np.clip(x, -2.0 * h.bound, 2.0 * h.bound)
-    low = np.zeros_like(x) if lo is None else np.where(clipped == x, np.asarray(lo, dtype=np.float64), 0.0)
-    s = clipped + v  # two_sum: s + e = clipped + v exactly
-    bb = s - clipped
-    e = (clipped - (s - bb)) + (v - bb)
-    k = np.floor(s / h.grid)
-    offset = (s - k * h.grid) + (e + low)  # s - k Λ is exact; one rounding of the small remainder
-    y = (k + np.floor(offset / h.grid)) * h.grid
-    return np.clip(y, -h.bound, h.bound)
+    low = np.zeros(x.shape) if lo is None else np.asarray(lo, dtype=np.float64)
+    out = np.empty(x.shape)
+    _snap_into(x.ravel(), low.ravel(), v.ravel(), float(h.grid), float(h.bound), out.reshape(-1))
+    return out
+
+
+@jit
+def _snap_into(x, lo, v, grid, bound, out):
+    """The arithmetic of :func:`snap`, elementwise (``lo`` counts only where ``x`` is not clipped)."""
+    for i in range(x.shape[0]):
+        c = min(max(x[i], -2.0 * bound), 2.0 * bound)
+        low = lo[i] if c == x[i] else 0.0
+        s = c + v[i]  # two_sum: s + e = c + v exactly
+        bb = s - c
+        e = (c - (s - bb)) + (v[i] - bb)
+        k = math.floor(s / grid)
+        offset = (s - k * grid) + (e + low)  # s - k Λ is exact; one rounding of the small remainder
+        y = (k + math.floor(offset / grid)) * grid
+        out[i] = min(max(y, -bound), bound)
 
 
 def guarantee(h: Hardening, epsilon: float, delta: float = 0.0) -> tuple[float, float]:

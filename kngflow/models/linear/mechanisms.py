@@ -175,6 +175,8 @@ class NonPrivate(_Linear):
 class _Sampled(_Linear):
     """Shared sampler policy: exact draws, then exact Gibbs, then Metropolis."""
 
+    snaps_itself = True  # hardened releases are snapped from their double-double value
+
     def __init__(self, *, bound=1.0, sampler="auto", steps=10_000, gibbs_sweeps=1000, max_tries=20_000):
         self.bound = check_positive("bound", bound)
         self.sampler = check_choice("sampler", sampler, _SAMPLERS)
@@ -541,6 +543,8 @@ class ExtendedObjectivePerturbation(_Linear):
     ``exp(eps (1-q)) - 1``.  ``q = 1/2`` with ℓ∞ is the KNG paper's §4.3 form
     (``gamma = 2d / (exp(eps/2) - 1)``, noise ∝ ``exp(-eps ||b||_inf / (8 (1+B)))``).
     """
+
+    snaps_itself = True  # hardened releases are snapped from their double-double value
 
     kind = "objective_ext"
 
