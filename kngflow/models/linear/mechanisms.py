@@ -561,13 +561,6 @@ class ExtendedObjectivePerturbation(_Linear):
     def sensitivity(self, d: int) -> float:
         return gradient_sensitivity(self.norm, d, self.bound)
 
-    def spread(self, n: int, d: int, epsilon: float) -> float:
-        """``1 / (a n d)`` with ``a = eps / Delta_K``: each coordinate of the K-norm noise ``u``
-        has variance at least ``1/a^2`` (ℓ∞: ``(d+1)(d+2)/(3a^2)``, ℓ1: ``2/a^2``, ℓ2:
-        ``(d+1)/a^2``; isotropic), so ``theta = G^{-1}(c + u)`` has covariance at least
-        ``G^{-2}/a^2``, and ``lambda_max(G) <= tr G <= n d`` for ``x`` in ``[-1, 1]^d``."""
-        return 1.0 / (self._rate(d, epsilon) * n * d)
-
     def privacy_claim(self) -> GradientNoise:
         """K-norm noise on the gradient (:meth:`noise_law`) and the Jacobian's share (:meth:`log_jacobian`)."""
         return GradientNoise(noise_law=self.noise_law, log_jacobian=self.log_jacobian, bound=self.bound)
