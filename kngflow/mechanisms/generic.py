@@ -71,7 +71,7 @@ from kngflow.kernels.dd import chol_solve_certificate, inverse_norm_bound
 from kngflow.kernels.gradient_map import BASE_SHARE, MAX_ITER, gradient_map_chain, surrogate_map_chain
 from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_positive, check_rng
 from kngflow.mechanisms.claims import Density
-from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, HardeningError, coupling_hardening
+from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, HardeningError, coupling_hardening, dyadic_lattice
 
 __all__ = ["NonPrivateBase", "Sampled", "sampler_hardening", "HARDENABLE_SAMPLERS", "GenericKNG", "GenericExponential", "NORMS", "SAMPLERS", "gradient_map_draws",
            "surrogate_map_draws", "GRADIENT_MAP_PROPOSALS"]
@@ -177,8 +177,6 @@ HARDENABLE_SAMPLERS = ("exact", "metropolis", "surrogate_map")
 #: its rounding bound 2^-SURROGATE_ETA_BITS of the grid
 SURROGATE_GRID_BITS = 20
 SURROGATE_ETA_BITS = 26
-#: the hardened surrogate map's walk moves on the lattice 2^(floor(log2 B) - LATTICE_BITS)
-LATTICE_BITS = 46
 
 
 def sampler_hardening(name: str, steps: int, d: int, bound: float) -> Hardening:
@@ -528,7 +526,7 @@ class GenericKNG(Sampled):
         h = self.hardening(data, epsilon)
         center, B = self.domain(data)
         center = np.asarray(center, dtype=np.float64)
-        lattice = math.ldexp(1.0, math.frexp(float(B))[1] - 1 - LATTICE_BITS)
+        lattice = dyadic_lattice(float(B))
         start, _ = self.draw_metropolis(data, epsilon, rng, 1, lattice=lattice)
         walk = {"sampler": "metropolis", "acceptance": float("nan"), "steps": self.steps}
         try:

@@ -80,7 +80,7 @@ import numpy as np
 from kngflow._jit import jit
 
 __all__ = ["Hardening", "HardeningError", "UNIT_ROUNDOFF", "coupling_hardening", "lipschitz_hardening", "snap",
-           "spread_grid", "guarantee", "knorm_lipschitz"]
+           "spread_grid", "dyadic_lattice", "guarantee", "knorm_lipschitz"]
 
 #: u = 2^-53, the unit roundoff of float64 (round to nearest)
 UNIT_ROUNDOFF = 2.0**-53
@@ -90,6 +90,8 @@ LIPSCHITZ_BITS = 10
 BOUND_BITS = 12
 #: the grid is at most 2^-SPREAD_BITS of a declared public spread (variance added <= 1/1024)
 SPREAD_BITS = 4
+#: hardened chains move on the lattice 2^(floor(log2 B) - LATTICE_BITS): exact positions in Theta
+LATTICE_BITS = 46
 
 
 class HardeningError(ValueError):
@@ -140,6 +142,12 @@ def _num(value: float, declared: float) -> str:
 def _floor_pow2(x: float) -> float:
     m, e = math.frexp(x)
     return math.ldexp(1.0, e - 1)
+
+
+def dyadic_lattice(bound: float) -> float:
+    """``2^(floor(log2 bound) - 46)``: a chain on ``{|theta_j| <= bound}`` whose steps are
+    multiples of it has exact positions (sums of lattice points below ``2^52`` of it)."""
+    return math.ldexp(_floor_pow2(bound), -LATTICE_BITS)
 
 
 def bound_grid(bound: float, bits: int = BOUND_BITS) -> tuple[float, float]:

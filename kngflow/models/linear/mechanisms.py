@@ -16,7 +16,7 @@ import numpy as np
 
 from kngflow._jit import jit
 from kngflow.mechanisms.generic import GRADIENT_MAP_PROPOSALS, gradient_map_draws
-from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, HardeningError, coupling_hardening, snap
+from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, HardeningError, coupling_hardening, dyadic_lattice, snap
 from kngflow.kernels.dd import (affine_dd, certified_solve, certify_quadratic_l1_ball, gram_residual_norm,
                                 inverse_norm_bound, scale_dd)
 from kngflow.noise import knorm_noise
@@ -45,17 +45,11 @@ __all__ = ["NonPrivate", "KNG", "Exponential", "ObjectivePerturbation", "Extende
 _NORMS = ("l1", "l2", "linf")
 #: a hardened release's rounding bound is 2^-ETA_BITS of its grid (δ′ - δ = (1 + e^ε) 2d 2^-44)
 ETA_BITS = 44
-#: the hardened Metropolis chain moves on the lattice 2^(floor(log2 B) - LATTICE_BITS)
-LATTICE_BITS = 46
 #: double-double refinement steps of a hardened exact draw
 REFINE_STEPS = 3
 #: certified total variation per try of the hardened exponential mechanism's Gaussian
 TV_PER_TRY = 2.0**-40
 _NO_FACTOR = np.zeros((1, 1))
-
-
-def _floor_pow2(x: float) -> float:
-    return math.ldexp(1.0, math.frexp(x)[1] - 1)
 
 
 def two_sum_arrays(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -316,7 +310,7 @@ class _Sampled(_Linear):
             out = np.empty((1, d))
             acc = np.empty(1)
             metropolis_chains(rng, stats.G, stats.c, a, self.bound, self._kind, self.steps, out, acc,
-                              math.ldexp(_floor_pow2(self.bound), -LATTICE_BITS))
+                              dyadic_lattice(self.bound))
             hi, lo = out[0].copy(), np.zeros(d)
             scale_dd(hi, lo, scale)
             info = {"sampler": "metropolis", "acceptance": float(acc[0]), "steps": self.steps}
