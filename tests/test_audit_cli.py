@@ -64,3 +64,38 @@ def test_audit_needs_a_problem_and_takes_its_options_generically():
                       "--draws", "200", "--no-progress", "--pair", "3*(1,0,0,0) + (1,1,1,1) -> (1,-1,-1,-1)")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "exact audit of SufficientStatistics(norm='kt'" in out.stdout
+
+
+CAL = ("kngflow.audit.calibration:LaplaceMean", "--problem", "kngflow.audit.calibration:Interval", "--option",
+       "factor=0.7")
+
+
+def test_default_draws_fit_the_time_budget_and_given_draws_are_kept():
+    # no time left: the default draws fall to the fewest, and the audit says so
+    out = kngflow_cli("audit", *CAL, "--time-budget", "0", "--no-progress")
+    assert out.returncode in (0, 1), out.stderr
+    assert out.stdout.startswith("draws: 1000 releases per data set, not 50000"), out.stdout
+    assert "--time-budget" in out.stdout.splitlines()[0]
+    # --draws is drawn as given, whatever the budget
+    out = kngflow_cli("audit", *CAL, "--draws", "2000", "--time-budget", "0", "--no-progress")
+    assert out.returncode in (0, 1), out.stderr
+    assert not out.stdout.startswith("draws:") and "with these draws" in out.stdout
+    out = kngflow_cli("audit", *CAL, "--time-budget", "-1")
+    assert out.returncode == 2 and "--time-budget must be >= 0" in out.stderr
+
+
+def test_progress_off_a_terminal_has_no_carriage_returns():
+    # stderr is a pipe here, as in a batch job's log: no tqdm bar, no "\r"
+    out = kngflow_cli("audit", *CAL, "--draws", "2000")
+    assert out.returncode in (0, 1), out.stderr
+    assert "\r" not in out.stderr and "\r" not in out.stdout
+
+
+def test_plain_progress_lines(capsys):
+    from kngflow.audit.command import _Lines
+
+    with _Lines(200, "release", interval=0.0) as bar:
+        bar.update(50)
+        bar.update(150)
+    err = capsys.readouterr().err
+    assert "\r" not in err and err.splitlines()[-1].startswith("audit: 200/200 releases (100%)")

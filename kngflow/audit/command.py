@@ -26,10 +26,16 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
+import time
 
 __all__ = ["add_parser", "run"]
 
 EXIT_OK, EXIT_FLAGGED, EXIT_BAD_INPUT = 0, 1, 2
+#: Releases per data set of the black-box and bit-level audits when ``--draws`` is not given.
+DEFAULT_DRAWS = 50_000
+#: The draws a time budget may lower the default to, largest first (coarse steps: the same
+#: machine picks the same draws from one run to the next).
+BUDGET_DRAWS = (50_000, 40_000, 30_000, 20_000, 15_000, 10_000, 7_000, 5_000, 3_000, 2_000, 1_000)
 
 
 def add_parser(subparsers) -> None:
@@ -55,7 +61,11 @@ def add_parser(subparsers) -> None:
                    "steps=1000); repeatable")
     p.add_argument("--epsilon", default="1.0", metavar="E", help="declared epsilon (default 1)")
     p.add_argument("--run-epsilon", metavar="E", help="epsilon the mechanism runs at (negative control; default --epsilon)")
-    p.add_argument("--draws", default="50000", metavar="N", help="releases per data set for the black-box and bit-level audits (default 50000)")
+    p.add_argument("--draws", metavar="N", help="releases per data set for the black-box and bit-level audits (default "
+                   "50000, fewer where a slow mechanism would not fit --time-budget)")
+    p.add_argument("--time-budget", default="240", metavar="SECONDS", help="without --draws: the wall time the audit "
+                   "should take; the default draws are lowered (to 1000 at least) where releases timed on an audit "
+                   "data set say 50000 would take longer (default 240)")
     p.add_argument("--target-power", metavar="L", help="draw until a privacy loss of L on the chosen pair and events "
                    "would be flagged with probability >= 0.9 (at least --draws, at most --max-draws releases per data set)")
     p.add_argument("--max-draws", default="10000000", metavar="N", help="most releases per data set --target-power may "
@@ -126,7 +136,9 @@ def _setup(args):
     run_eps = epsilon if args.run_epsilon is None else _number("run-epsilon", args.run_epsilon)
     if not run_eps > 0:
         raise _BadInput(f"--run-epsilon must be > 0, got {args.run_epsilon!r}")
-    draws = _number("draws", args.draws, int, 100)
+    args.draws_given = args.draws is not None
+    draws = _number("draws", args.draws, int, 100) if args.draws_given else DEFAULT_DRAWS
+    args.budget = _number("time-budget", args.time_budget, float, 0)
     seed = _number("seed", args.seed, int, 0)
     _cluster_arguments(args, draws)
     opts = _key_values("option", args.option)
@@ -223,6 +235,7 @@ def _trial_release(mechanism, kind, problem, name, pair, boundary, fill, epsilon
 
 def run(args) -> int:
     """Handler of ``kngflow audit``; returns the exit status."""
+    args.started = time.monotonic()
     try:
         problem, mechanism, pair, epsilon, run_eps, draws, seed, data = _setup(args)
     except _BadInput as exc:
@@ -230,7 +243,7 @@ def run(args) -> int:
         return EXIT_BAD_INPUT
     try:
         with _runner(args) as runner:
-            results = _audits(args, problem, mechanism, pair, epsilon, run_eps, draws, seed, runner)
+            results = _audits(args, problem, mechanism, pair, epsilon, run_eps, draws, seed, runner, data)
     except _BadInput as exc:
         print(f"kngflow audit: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -274,10 +287,94 @@ def _runner(args):
         yield DaskRunner(client)
 
 
-def _audits(args, problem, mechanism, pair, epsilon, run_eps, draws, seed, runner=None) -> list:
+def _release_seconds(mechanism, data, epsilon: float, seed: int, *, at_least: int = 5, most: int = 200,
+                     seconds: float = 0.5) -> float:
+    """Mean wall time of one release on ``data``: releases timed until ``seconds`` have passed
+    (at least ``at_least``, at most ``most`` of them), from a stream of their own."""
+    import numpy as np
+
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(8,)))
+    t0 = time.perf_counter()
+    k = 0
+    while k < most and (k < at_least or time.perf_counter() - t0 < seconds):
+        mechanism.release(data, epsilon, rng)
+        k += 1
+    return (time.perf_counter() - t0) / k
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def _budgeted_draws(args, mechanism, data, run_eps, seed, plan, pair, records, runner) -> int:
+    """The draws per data set without ``--draws``: the largest of :data:`BUDGET_DRAWS` whose
+    releases, at the rate timed on the trial data set (shared by the runner's workers), fit
+    what is left of ``--time-budget`` (1000 where none fits); a line says so where it is
+    fewer than the default."""
+    from .blackbox import planned_releases
+
+    def count(n):
+        total = planned_releases(n, pair_given=pair is not None, records=records)
+        if "bit-level" in plan:
+            total += 2 * n
+        if args.side_channel:
+            total += planned_releases(n, max(100, n // 10), pair_given=pair is not None, score_draws=200,
+                                      records=records)
+        return total
+
+    per = _release_seconds(mechanism, data, run_eps, seed) / (1 if runner is None else runner.workers)
+    left = args.budget - (time.monotonic() - args.started)
+    draws = next((n for n in BUDGET_DRAWS if count(n) * per <= left), BUDGET_DRAWS[-1])
+    if draws < DEFAULT_DRAWS:
+        over = "" if count(draws) * per <= left else f"; {draws} take about {_duration(count(draws) * per)}"
+        print(f"draws: {draws} releases per data set, not {DEFAULT_DRAWS}: at {per * 1e3:.3g} ms per release "
+              f"{DEFAULT_DRAWS} would take about {_duration(count(DEFAULT_DRAWS) * per)}, over the {_duration(max(0, left))} "
+              f"left of the time budget of {args.budget:g} s{over} (--time-budget S; --draws N draws N)", flush=True)
+    return draws
+
+
+def _progress(total: int, unit: str, disable: bool):
+    """A tqdm bar on stderr when stderr is a terminal; off a terminal (a log file) plain
+    lines, one every 30 seconds, with no carriage return."""
+    try:
+        tty = sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    if disable or tty:
+        from tqdm import tqdm
+
+        return tqdm(total=total, unit=unit, disable=disable, file=sys.stderr, leave=False)
+    return _Lines(total, unit)
+
+
+class _Lines(contextlib.AbstractContextManager):
+    """Progress for a log: ``audit: 12000/170000 releases (7%), 80 s elapsed`` every
+    ``interval`` seconds (the part of tqdm's interface the audits use: ``update``)."""
+
+    def __init__(self, total: int, unit: str, interval: float = 30.0):
+        self.total, self.unit, self.interval = int(total), unit, float(interval)
+        self.n = 0
+        self.t0 = self.last = time.monotonic()
+
+    def update(self, k: int = 1) -> None:
+        self.n += int(k)
+        now = time.monotonic()
+        if now - self.last >= self.interval:
+            self.last = now
+            pct = f" ({100 * self.n / self.total:.0f}%)" if self.total else ""
+            try:
+                print(f"audit: {self.n}/{self.total} {self.unit}s{pct}, {now - self.t0:.0f} s elapsed",
+                      file=sys.stderr, flush=True)
+            except (OSError, ValueError):  # a closed log: progress is not worth failing the audit for
+                pass
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+def _audits(args, problem, mechanism, pair, epsilon, run_eps, draws, seed, runner=None, data=None) -> list:
     """The audits of :func:`~kngflow.audit.exact.audit_plan`, in its order; their results."""
     import numpy as np
-    from tqdm import tqdm
 
     from .accountant import accountant_audit
     from .blackbox import blackbox_audit, planned_releases, side_channel_audit
@@ -287,8 +384,7 @@ def _audits(args, problem, mechanism, pair, epsilon, run_eps, draws, seed, runne
     plan = audit_plan(mechanism, problem, pair)
     results = []
     if "exact" in plan:
-        with tqdm(total=0 if pair else 1000, unit="pair", disable=args.no_progress or pair is not None,
-                  file=sys.stderr, leave=False) as bar:
+        with _progress(0 if pair else 1000, "pair", args.no_progress or pair is not None) as bar:
             results.append(exact_audit(mechanism, problem, epsilon, run_epsilon=run_eps, seed=seed,
                                        pairs=[pair] if pair else None, candidates=1000, progress=bar.update))
     if "statistic" in plan:
@@ -298,16 +394,17 @@ def _audits(args, problem, mechanism, pair, epsilon, run_eps, draws, seed, runne
         results.append(knorm_audit(mechanism, problem, epsilon, run_epsilon=run_eps, seed=seed))
     if "accountant" in plan:
         results.append(accountant_audit(mechanism, problem, epsilon, run_epsilon=run_eps, pair=pair))
+    records = len(np.unique(np.vstack(audit_view(mechanism, problem).audit_records()), axis=0))
+    if data is not None and not args.draws_given:
+        draws = _budgeted_draws(args, mechanism, data, run_eps, seed, plan, pair, records, runner)
     if "bit-level" in plan:
         from .bits import bit_audit
 
-        with tqdm(total=2 * draws, unit="release", disable=args.no_progress, file=sys.stderr, leave=False) as bar:
+        with _progress(2 * draws, "release", args.no_progress) as bar:
             results.append(bit_audit(mechanism, problem, epsilon, run_epsilon=run_eps, pair=pair, draws=draws,
                                      seed=seed, progress=bar.update))
-    records = len(np.unique(np.vstack(audit_view(mechanism, problem).audit_records()), axis=0))
     total = (2 if args.side_channel else 1) * planned_releases(draws, pair_given=pair is not None, records=records)
-    with tqdm(total=total, unit="release", disable=args.no_progress,
-              file=sys.stderr, leave=False) as bar:
+    with _progress(total, "release", args.no_progress) as bar:
         results.append(blackbox_audit(mechanism, problem, epsilon, run_epsilon=run_eps, pair=pair, draws=draws,
                                       seed=seed, target_power=args.target, max_draws=args.max_draws_n,
                                       runner=runner, progress=bar.update))
