@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import power as pw
 from .blackbox import ALPHA, loss_lower_bound
 from .exact import AuditResult
 from .pairs import AdjacentPair, audit_view, candidate_pairs
@@ -97,6 +98,23 @@ def bit_audit(mechanism, problem, epsilon: float, *, run_epsilon: float | None =
     notes = ["events impossible in exact arithmetic (triangle inequality in " + ", ".join(_ORDERS) + "): "
              + "; ".join(f"{n}: {x} vs {y}" for n, x, y in zip(names, ka, kb) if x or y) if (ka.any() or kb.any())
              else "events impossible in exact arithmetic: none occurred under either data set"]
+    power = _power(ka, kb, int(draws), alpha, float(epsilon), float(claim.delta))
+    notes.append(power["statement"])
     return AuditResult("bit-level", repr(mechanism), float(epsilon), bound, 0.0, pair, bool(bound <= epsilon),
                        {"run_epsilon": run, "draws": int(draws), "counts": ka.tolist(), "counts_other": kb.tolist(),
-                        "delta": float(claim.delta), "notes": notes})
+                        "delta": float(claim.delta), "notes": notes, "power": power})
+
+
+def _power(ka, kb, n, alpha, epsilon, delta) -> dict:
+    """The power statement of the bit-level test (as the black-box audit's,
+    :mod:`~kngflow.audit.power`): the smallest loss on one of its events, in either
+    orientation, flagged w.p. >= 0.9 with ``n`` draws per side, at the masses measured."""
+    masses = [(x / n, y / n) for x, y in zip(ka, kb)] + [(y / n, x / n) for x, y in zip(ka, kb)]
+    level = alpha / (2 * len(masses))  # as loss_lower_bound's Bonferroni
+    loss = pw.loss_at_power(masses, n, level, epsilon, delta)
+    method = "binomial law of the event counts at the masses measured on the releases"
+    statement = (f"power: a loss of {loss:.3f} or more on this pair, realised on one of these events, is flagged "
+                 f"with probability >= {pw.POWER:g} with these draws ({method})" if np.isfinite(loss) else
+                 f"power: no loss below {pw.LOSS_MAX:g} on these events is flagged with probability >= {pw.POWER:g} "
+                 f"with these draws (their masses are too small{': none occurred' if not (ka.any() or kb.any()) else ''})")
+    return {"loss": loss, "power": pw.POWER, "method": method, "statement": statement}
