@@ -82,3 +82,15 @@ def test_target_power_draws_until_the_loss_is_within_reach():
     assert aimed.passed and plain.passed
     capped = blackbox_audit(LaplaceMean(factor=1.0), Interval(), 1.0, target_power=1.01, max_draws=8000, **kw)
     assert capped.details["draws"] == 8000
+
+
+def test_bit_level_audit_states_its_power():
+    from kngflow.audit.bits import _power
+
+    none = _power(np.zeros(6, int), np.zeros(6, int), 50_000, 1e-5, 1.0, 0.0)
+    assert none["loss"] == np.inf and "none occurred" in none["statement"]
+    some = _power(np.array([300, 0, 0, 0, 0, 0]), np.array([100, 0, 0, 0, 0, 0]), 50_000, 1e-5, 1.0, 0.0)
+    assert 1.0 < some["loss"] < 3.0 and some["statement"].startswith(f"power: a loss of {some['loss']:.3f}")
+    # the statement is the black-box audit's: the same loss as loss_at_power at the Bonferroni level of 12 ratios
+    masses = [(300 / 50_000, 100 / 50_000)]
+    assert some["loss"] <= loss_at_power(masses, 50_000, 1e-5 / 24, 1.0)
