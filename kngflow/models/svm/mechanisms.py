@@ -25,17 +25,14 @@ from __future__ import annotations
 
 import copy
 import math
-from numbers import Real
 
 import numpy as np
 
 from kngflow.mechanisms import erm
 from kngflow.mechanisms.base import (SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int,
                                      check_positive, check_probability, check_rng)
-from kngflow.mechanisms.claims import Composed, Density, StatisticNoise
-from kngflow.mechanisms.erm import (DEFAULT_REG, GAUSS_REACH, _ERM, _release, audit_iterates,
-                                    dpsgd_accountant_epsilon, dpsgd_noise_multiplier, gaussian_lipschitz, poisson_sample)
-from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, lipschitz_hardening, snap
+from kngflow.mechanisms.claims import Density
+from kngflow.mechanisms.erm import (DEFAULT_REG, DPSGD_AUDIT_RADIUS, EPS_CAP, SLACK_RULES, _release, cms_constants)
 from kngflow.mechanisms.generic import NORMS, GenericKNG, NonPrivateBase
 from kngflow.models.svm.problem import (LIPSCHITZ, SVMData, check_svm_data, curvature, gradient_sensitivity,
                                         hinge_gradient, huber_gradient, huber_hessian, regularised_minimiser)
@@ -45,11 +42,6 @@ __all__ = ["NonPrivate", "OutputPerturbation", "NoisyGD", "ObjectivePerturbation
            "DPSGD", "KNG", "HingeKNG", "DEFAULT_REG", "SLACK_RULES", "cms_constants", "perturbed_log_density",
            "huber_derivatives", "surrogate_smoothing", "EPS_CAP", "DPSGD_AUDIT_RADIUS", "KNG_PROPOSALS"]
 
-#: Largest ε DP-SGD calibrates at: an (EPS_CAP, δ)-DP mechanism is (ε, δ)-DP for every
-#: larger ε, and the subsampled-Gaussian RDP series stay well conditioned there
-EPS_CAP = 64.0
-#: radius of DP-SGD's audited iterates (its iterates are not projected)
-DPSGD_AUDIT_RADIUS = 40.0
 _ORD = {"l1": 1, "l2": 2, "linf": np.inf}
 
 
@@ -174,30 +166,6 @@ class NoisyGD(_HuberLoss, erm.NoisyGD):
 # --------------------------------------------------------------------------------------
 # objective perturbation
 # --------------------------------------------------------------------------------------
-
-
-SLACK_RULES = ("cms", "larger")
-
-
-def cms_constants(epsilon: float, n: int, reg: float, c: float, rule: str = "cms") -> tuple[float, float]:
-    """``(eps', Delta)`` of CMS 2011 Algorithm 2 (records ``||x|| <= 1``, ridge ``reg``, curvature ``c``):
-
-    ``eps' = eps - log(1 + 2c/(n reg) + c^2/(n reg)^2)``; if ``eps' > 0``, ``Delta = 0``,
-    else ``Delta = c / (n (e^{eps/4} - 1)) - reg`` and ``eps' = eps / 2``.
-
-    ``rule="cms"`` is that rule as printed.  ``rule="larger"`` takes the slack branch also
-    when it gives the larger ``eps'``, i.e. whenever ``eps - 2 log(1 + c/(n reg)) < eps/2``:
-    as printed, ``eps'`` just above 0 means noise of scale ``2/eps'`` without bound (at
-    ``n = 1000``, ``reg = 0.01``, ``c = 1``, ``eps = 0.2``: ``eps' = 0.0094``, scale 213, a
-    noise norm of ``213 d`` on average), where the slack branch's ``eps/2 = 0.1`` and a
-    slightly larger ridge serve better.  Both branches spend exactly ``eps`` (the other part in the
-    Jacobian's ``2 log(1 + c/(n (reg + Delta)))``), and the choice depends on the public
-    ``eps, n, reg, c`` only, so either rule is ε-DP."""
-    a = c / (n * reg)
-    eps_p = epsilon - 2.0 * math.log1p(a)  # log(1 + 2a + a^2) = 2 log(1 + a)
-    if eps_p > (0.0 if rule == "cms" else epsilon / 2.0):
-        return eps_p, 0.0
-    return epsilon / 2.0, max(0.0, c / (n * math.expm1(epsilon / 4.0)) - reg)
 
 
 def perturbed_log_density(data: SVMData, theta, ridge: float, scale: float, norm: str) -> np.ndarray:
@@ -403,182 +371,22 @@ class ExtendedObjectivePerturbation(_Objective):
 # --------------------------------------------------------------------------------------
 
 
-class DPSGD(_HuberLoss, _ERM):
-    """DP-SGD (Abadi et al. 2016; Sarwate's chapter §7.4.1) for ``J`` with Poisson subsampling.
+class DPSGD(_HuberLoss, erm.DPSGD):
+    """DP-SGD (:class:`kngflow.mechanisms.erm.DPSGD`: Poisson subsampling, RDP accountant,
+    group privacy for replace-one) for the Huber hinge.
 
-    ``q = sampling_rate`` if given, else ``min(1, batch_size / n)``;
-    ``T = min(ceil(epochs / q), max_steps)``; from 0, per step: include each record
-    independently with probability ``q``; clip each sampled per-example gradient
-    ``l_h'(y_i x_i'w) y_i x_i`` to ℓ2 norm ``clip`` (C; default ``L = 1``, which bounds every
-    such gradient, so no clipping bias); ``g = (sum of clipped + N(0, (z C)^2 I)) / (q n) +
-    reg w``; ``w <- w - lr g`` (default ``lr = 1 / (1/(2h) + reg)``, one over ``J``'s
-    smoothness).  ``q n`` is public (``n`` is public under kngflow's adjacency).
-
-    Privacy.  Each step is the subsampled Gaussian mechanism on the sum of clipped
-    gradients, sensitivity C under add-or-remove-one; ``z`` is calibrated by dp_accounting's
-    RDP accountant (:func:`~kngflow.mechanisms.erm.dpsgd_noise_multiplier`) at
-    ``(eps_a, delta_a) = (eps/2, delta / (1 + e^{eps/2}))`` under add-or-remove, which group
-    privacy (replace = remove + add) turns into (ε, δ) under replacement.  ε above
-    :data:`EPS_CAP` is calibrated at the cap; where the accountant cannot certify the target
-    the release is the data-independent 0 (``info["sampler"] = "none"``).
-
-    Audit.  With ``q = 1`` a step is the Gaussian mechanism on the clipped sum at the public
-    iterate, an affine bijection of the release: the statistic audit reads ``mu = ||S_D -
-    S_D'||_2 / (z C)`` at ``w = 0`` and points of radius :data:`DPSGD_AUDIT_RADIUS`, composes
-    ``T`` steps exactly and checks ε at δ; at ``w = 0`` with ``h < 1`` every per-example
-    gradient is ``-y x``, so ``x = e_1`` against ``-e_1`` (same label) attains ``2C``.  With
-    ``q < 1``, the accountant audit re-checks dp_accounting's ε for ``(z, q, T)``.
+    Per-example gradients ``l_h'(y_i x_i'w) y_i x_i``, of ℓ2 norm at most ``L = 1``, the
+    default clip ``C`` (no clipping bias); default ``lr = 1 / (1/(2h) + reg)``, one over
+    ``J``'s smoothness for this data set's ``h``.  Audit: at ``w = 0`` with ``h < 1`` every
+    per-example gradient is ``-y x``, so ``x = e_1`` against ``-e_1`` (same label) attains
+    ``2C`` in the statistic audit (``q = 1``).
     """
 
-    kind = "dpsgd"
-
-    def __init__(self, *, reg=DEFAULT_REG, batch_size=256, sampling_rate=None, epochs=5.0, max_steps=5000,
-                 clip=None, lr=None, delta=1e-5):
-        super().__init__(reg)
-        self.batch_size = check_int("batch_size", batch_size, 1)
-        self.sampling_rate = None
-        if sampling_rate is not None:
-            if not isinstance(sampling_rate, Real) or isinstance(sampling_rate, bool):
-                raise TypeError(f"sampling_rate must be a real number in (0, 1], got {type(sampling_rate).__name__}")
-            if not 0.0 < sampling_rate <= 1.0:
-                raise ValueError(f"sampling_rate must lie in (0, 1], got {sampling_rate!r}")
-            self.sampling_rate = float(sampling_rate)
-        self.epochs = check_positive("epochs", epochs)
-        self.max_steps = check_int("max_steps", max_steps, 1)
-        self.clip = None if clip is None else check_positive("clip", clip)
-        self.lr = None if lr is None else check_positive("lr", lr)
-        self.delta = check_probability("delta", delta)
-
-    def options(self) -> dict:
-        out = {"reg": self.reg, "epochs": self.epochs, "max_steps": self.max_steps, "delta": self.delta}
-        if self.sampling_rate is None:
-            out["batch_size"] = self.batch_size
-        else:
-            out["sampling_rate"] = self.sampling_rate
-        if self.clip is not None:
-            out["clip"] = self.clip
-        if self.lr is not None:
-            out["lr"] = self.lr
-        return out
-
-    def schedule(self, n: int) -> tuple[float, int]:
-        """``(q, T)``."""
-        q = self.sampling_rate if self.sampling_rate is not None else min(1.0, self.batch_size / n)
-        return q, int(min(math.ceil(self.epochs / q), self.max_steps))
-
-    def accountant_target(self, epsilon: float) -> tuple[float, float]:
-        """``(eps_a, delta_a)`` under add-or-remove that give (ε, δ) under replacement."""
-        e = min(epsilon, EPS_CAP)
-        return e / 2.0, self.delta / (1.0 + math.exp(e / 2.0))
-
-    def noise_multiplier(self, n: int, epsilon: float) -> float | None:
-        q, T = self.schedule(n)
-        ea, da = self.accountant_target(epsilon)
-        return dpsgd_noise_multiplier(ea, da, q, T)
-
-    def clip_norm(self) -> float:
-        """``C``: ``clip``, default ``L = 1``."""
-        return LIPSCHITZ if self.clip is None else self.clip
-
-    # ---------------------------------------------------------------- audit seam
-    statistic_additive = True
-    statistic_description = ("the sum S of clipped per-example gradients at the step's public iterate (q = 1: "
-                             "every record); the step releases w - lr ((S + N(0, (zC)^2 I)) / (q n) + reg w), "
-                             "an affine bijection of S + noise")
-
-    def privacy_claim(self) -> StatisticNoise:
-        """Noisy steps at public iterates, with the accountant's ε (δ > 0)."""
-        return Composed(statistic=self.statistic, noise=self.statistic_noise, steps=self.statistic_steps,
-                        iterates=self.audit_iterates, additive=self.statistic_additive,
-                        description=self.statistic_description, delta=float(self.delta),
-                        accountant_epsilon=self.accountant_epsilon)
-
-    def audit_iterates(self, d: int) -> np.ndarray:
-        """``w_0 = 0`` and points of radius :data:`DPSGD_AUDIT_RADIUS` (:func:`~kngflow.mechanisms.erm.audit_iterates`)."""
-        return audit_iterates(d, DPSGD_AUDIT_RADIUS)
-
-    def _clipped(self, data, d1):
-        """Clipped per-example gradients ``d1_i y_i x_i`` (rows; ``d1`` the derivatives, (n,))."""
-        G = data.X * (d1 * data.y)[:, None]
-        norms = np.sqrt(np.einsum("ij,ij->i", G, G))
-        return G * np.minimum(1.0, self.clip_norm() / np.maximum(norms, 1e-300))[:, None]
-
-    def statistic(self, data) -> np.ndarray:
-        """``S(w) = sum_i clip_C(l_h'(y_i x_i'w) y_i x_i)`` at each of :meth:`audit_iterates` (rows)."""
-        data = self.check_data(data)
-        out = []
-        for w in self.audit_iterates(data.d):
-            d1, _ = huber_derivatives(data.y * (data.X @ w), data.h)
-            out.append(self._clipped(data, d1).sum(axis=0))
-        return np.array(out)
-
-    def statistic_noise(self, data, epsilon: float):
-        """``("gaussian", z C)`` on the sum (infinite for the data-independent release)."""
-        z = self.noise_multiplier(data.n, epsilon)
-        return "gaussian", (math.inf if z is None else z * self.clip_norm())
-
-    def statistic_steps(self, n: int) -> int | None:
-        """``T`` when ``q = 1``; None for Poisson-subsampled steps (no closed form)."""
-        q, T = self.schedule(n)
-        return T if q >= 1.0 else None
-
-    def accountant_epsilon(self, n: int, epsilon: float, run_epsilon: float | None = None) -> float:
-        """ε under replace-one certified by the RDP accountant for the multiplier calibrated at
-        ``run_epsilon``: ``2 eps_a`` (group privacy); 0 for the data-independent release."""
-        q, T = self.schedule(n)
-        z = self.noise_multiplier(n, epsilon if run_epsilon is None else run_epsilon)
-        if z is None:
-            return 0.0
-        return 2.0 * dpsgd_accountant_epsilon(z, q, T, self.accountant_target(epsilon)[1])
-
-    def hardening(self, data, epsilon) -> Hardening:
-        """Lipschitz route on each step's noisy sum ``S_b + N(0, (zC)^2 I)`` (site "statistic",
-        ``T`` snaps; the iterates and the release are post-processing).
-
-        Given the Poisson batch ``b`` (drawn without looking at the data) the step is Gaussian
-        around ``S_b(D)``, so the rounding lemma holds batch by batch with
-        :func:`~kngflow.mechanisms.erm.gaussian_lipschitz` ``(d, zC)``, hence for the mixture
-        over batches.  Clamp ``B = n C + 64 zC``.  Rounding: ``S_b`` sums at most ``n`` clipped
-        gradients of norm at most ``C``, within ``n u n C`` in any order of summation; the sums
-        with the noise and the dither add ``16 u 2B``.  ``u = 2^-53``.
-        """
-        n, d = self.check_data(data).X.shape
-        z = self.noise_multiplier(n, epsilon)
-        C = self.clip_norm()
-        _, T = self.schedule(n)
-        sigma = (z if z is not None else 1.0) * C
-        bound = n * C + GAUSS_REACH * sigma
-        eta = (float(n) ** 2 * C + 32.0 * bound) * UNIT_ROUNDOFF
-        return lipschitz_hardening(gaussian_lipschitz(d, sigma), bound, eta, d, epsilon, snaps=T, site="statistic")
-
-    def release(self, data, epsilon, rng) -> Release:
-        data = self.check_data(data)
-        epsilon = check_epsilon(epsilon)
-        rng = check_rng(rng)
-        n, d = data.X.shape
-        q, T = self.schedule(n)
-        z = self.noise_multiplier(n, epsilon)
-        if z is None:
-            return _release(np.zeros(d), 0, "none")
-        C = self.clip_norm()
-        lr = self.lr if self.lr is not None else 1.0 / self.smoothness_of(data)
-        X, y, h, reg, norm = data.X, data.y, data.h, self.reg, q * n
-        hard = self.hardening(data, epsilon) if self.hardened else None
-        # the dither comes from a stream 2^128 draws ahead, so the batches and the noise are
-        # those of the unhardened release (the hardened one is its snapping, step by step)
-        dither = np.random.Generator(rng.bit_generator.jumped()) if hard is not None else None
-        w = np.zeros(d)
-        for _ in range(T):
-            idx = poisson_sample(rng, n, q)
-            Xb, yb = X[idx], y[idx]
-            d1, _ = huber_derivatives(yb * (Xb @ w), h)
-            G = Xb * (d1 * yb)[:, None]
-            scale = np.minimum(1.0, C / np.maximum(np.sqrt(np.einsum("ij,ij->i", G, G)), 1e-300))
-            s = scale @ G + rng.standard_normal(d) * (z * C)
-            if hard is not None:
-                s = snap(s, hard, dither)
-            w = w - lr * (s / norm + reg * w)
-        return _release(w, T)
+    def per_example_gradients(self, data, theta: np.ndarray, idx) -> np.ndarray:
+        """``l_h'(y_i x_i'theta) y_i x_i`` for the records ``idx`` (rows)."""
+        Xb, yb = data.X[idx], data.y[idx]
+        d1, _ = huber_derivatives(yb * (Xb @ theta), data.h)
+        return Xb * (d1 * yb)[:, None]
 
 
 # --------------------------------------------------------------------------------------
