@@ -9,6 +9,10 @@ them comes from the plug-in contract, through this module.
   holding the non-private reference's standard errors, or None when the problem declares none.
 * :func:`problem_sections` — the Markdown blocks the problem adds to the report
   (``Problem.report_sections(ds)``).
+* :func:`error_label` and :func:`reference_lines` — what the stored ``error`` measures, in
+  words, and the errors of trivial releases the figures draw (``Problem.error_label``,
+  ``Problem.reference_lines``; store attributes of the same names), and
+  :func:`coefficient_summaries` — whether per-coefficient bias/SD/RMSE tables mean anything.
 
 Stores written by the sweep engine carry the root attributes ``nonprivate`` (JSON list of
 labels) and ``reference_stderr`` (a variable name, ``""`` for none).  Stores written before
@@ -25,6 +29,7 @@ import functools
 import json
 from collections.abc import Mapping
 
+import numpy as np
 import xarray as xr
 
 from .storemeta import kinds_by_label, problem_name
@@ -32,7 +37,7 @@ from .storemeta import labels as _labels
 from .storemeta import spec as _spec
 
 __all__ = ["nonprivate_labels", "reference_stderr", "problem_name", "problem_comparisons", "problem_sections",
-           "declared_private"]
+           "declared_private", "error_label", "reference_lines", "coefficient_summaries"]
 
 
 def _cached(func):
@@ -140,6 +145,24 @@ def problem_comparisons(ds: xr.Dataset) -> dict:
     return {str(t): tuple(k) for t, k in value.items()}
 
 
+def _store_problem(ds: xr.Dataset):
+    """The store's problem built from its spec's ``[problem]`` table (through the registry,
+    imported lazily); None when it cannot be built here."""
+    name = problem_name(ds)
+    if name is None:
+        return None
+    try:
+        from kngflow.api import get_problem
+
+        table = _spec(ds).get("problem")
+        options = {}
+        if isinstance(table, Mapping) and table.get("name", name) == name:
+            options = {k: v for k, v in table.items() if k != "name"}
+        return get_problem(name, **options)
+    except Exception:  # noqa: BLE001 - plug-in not importable here, options it rejects, ...
+        return None
+
+
 def problem_sections(ds: xr.Dataset) -> list[str]:
     """Markdown blocks the store's problem adds to the report: ``report_sections(ds)`` of the
     problem built from the spec's ``[problem]`` table; ``[]`` when the problem cannot be built
@@ -148,18 +171,110 @@ def problem_sections(ds: xr.Dataset) -> list[str]:
     if name is None:
         return []
     try:
-        from kngflow.api import get_problem
         from kngflow.problems.base import Problem
         from kngflow.registry import problem_class
 
-        cls = problem_class(name)
-        if cls.report_sections is Problem.report_sections:
+        if problem_class(name).report_sections is Problem.report_sections:
             return []
-        table = _spec(ds).get("problem")
-        options = {}
-        if isinstance(table, Mapping) and table.get("name", name) == name:
-            options = {k: v for k, v in table.items() if k != "name"}
-        sections = get_problem(name, **options).report_sections(ds)
+        problem = _store_problem(ds)
+        sections = [] if problem is None else problem.report_sections(ds)
         return [str(s) for s in sections or [] if str(s).strip()]
     except Exception:  # noqa: BLE001 - a plug-in that fails here costs its sections, not the report
         return []
+
+
+def _declaring_problem(ds: xr.Dataset, member: str):
+    """The store's problem (:func:`_store_problem`) when its class overrides the contract's
+    ``member``, else None (the base class's default is then read off the store itself)."""
+    name = problem_name(ds)
+    if name is None:
+        return None
+    try:
+        from kngflow.problems.base import Problem
+        from kngflow.registry import problem_class
+
+        if getattr(problem_class(name), member) is getattr(Problem, member):
+            return None
+    except Exception:  # noqa: BLE001 - plug-in not importable here
+        return None
+    return _store_problem(ds)
+
+
+def _reference_word(ds: xr.Dataset) -> str:
+    return str(ds.attrs.get("reference") or "truth")
+
+
+def error_label(ds: xr.Dataset) -> str:
+    """What the store's ``error`` measures, in words (``Problem.error_label``).
+
+    From the root attribute ``error_label`` when the store has it; otherwise from the problem
+    built from the spec, when its class declares one; otherwise the coefficient-vector default ``"ℓ2 distance to
+    <reference>"``."""
+    declared = ds.attrs.get("error_label")
+    if isinstance(declared, str) and declared.strip():
+        return declared
+    problem = _declaring_problem(ds, "error_label")
+    if problem is not None:
+        try:
+            return str(problem.error_label)
+        except Exception:  # noqa: BLE001 - a plug-in that fails here costs its label
+            pass
+    return f"ℓ2 distance to {_reference_word(ds)}"
+
+
+def reference_lines(ds: xr.Dataset) -> list[tuple[float, str]]:
+    """``[(value, label)]``: the errors of trivial releases the store's problem declares
+    (``Problem.reference_lines``) for the error-against-ε figure.
+
+    From the root attribute ``reference_lines`` (JSON) when the store has it; otherwise from
+    the problem built from the spec, when its class declares them; otherwise ``||theta_star||_2``, the zero estimate's
+    error, when the store has ``theta_star`` (the coefficient-vector default)."""
+    declared = ds.attrs.get("reference_lines")
+    lines = None
+    if declared is not None:
+        try:
+            lines = json.loads(declared) if isinstance(declared, str) else list(declared)
+        except (TypeError, ValueError):
+            lines = None
+    if lines is None:
+        problem = _declaring_problem(ds, "reference_lines")
+        if problem is not None:
+            try:
+                lines = list(problem.reference_lines)
+            except Exception:  # noqa: BLE001
+                lines = None
+    if lines is None:
+        if "theta_star" not in ds:
+            return []
+        norm = float(np.sqrt((np.asarray(ds["theta_star"].values, dtype=float) ** 2).sum()))
+        return [(norm, "‖θ*‖₂ (zero estimate)")]
+    out = []
+    for item in lines:
+        try:
+            value, label = item
+            out.append((float(value), str(label)))
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+def coefficient_summaries(ds: xr.Dataset) -> bool:
+    """Whether the store's estimates are coefficients whose per-coefficient bias, SD and RMSE
+    around ``theta_star`` mean something (``Problem.coefficient_summaries``): the root
+    attribute of that name (JSON boolean) when present, else the problem class's (through the
+    registry), else True."""
+    declared = ds.attrs.get("coefficient_summaries")
+    if declared is not None:
+        try:
+            return bool(json.loads(declared) if isinstance(declared, str) else declared)
+        except (TypeError, ValueError):
+            return True
+    name = problem_name(ds)
+    if name is None:
+        return True
+    try:
+        from kngflow.registry import problem_class
+
+        return bool(problem_class(name).coefficient_summaries)
+    except Exception:  # noqa: BLE001 - plug-in not importable here: the default
+        return True

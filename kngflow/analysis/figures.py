@@ -1,15 +1,21 @@
 """Figures of the papers' simulation studies, drawn from a kngflow store.
 
 * :func:`figure_error_vs_n` — KNG (NeurIPS 2019) Figures 1–2: the base-10 log
-  of both axes, i.e. x = log10 n, y = log10(average ℓ2 distance to truth), one
+  of both axes, i.e. x = log10 n, y = log10(average error), one
   line with markers per mechanism and ±1 Monte Carlo SE bars (delta method, in
   the plot's log scale).  The axes are *linear axes of log10-transformed
-  values*, labelled ``log10(n)`` and ``log10(average ℓ2 distance to truth)``,
-  exactly as in the paper, so that slopes can be read off directly (−1/2 for
-  the non-private estimator).
+  values*, labelled ``log10(n)`` and ``log10(average <error label>)`` — for a
+  coefficient vector ``log10(average ℓ2 distance to truth)``, exactly as in the
+  paper — so that slopes can be read off directly (−1/2 for the non-private
+  estimator).
 * :func:`figure_error_vs_epsilon` — Awan–Slavković Figure 2: error against ε
   on a log2 x-axis (median over replicates by default, as in the paper), with
-  the solid horizontal line at ‖θ*‖₂, the error of the zero estimate.
+  solid horizontal lines at the errors of trivial releases the problem declares
+  (for a coefficient vector ‖θ*‖₂, the error of the zero estimate).
+
+What the error measures (the axis label) and those lines come from the problem's
+declarations (``Problem.error_label``, ``Problem.reference_lines``, through
+:mod:`kngflow.analysis.declared`), never from the kind of release.
 * :func:`figure_coverage_vs_epsilon` — Awan–Slavković Figure 3: proportion of
   DP estimates inside the non-private 95% CI against ε (log2 x-axis), with the
   nominal level as a dashed line and the empirical coverage of θ* by the
@@ -41,6 +47,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from . import summaries as _s
+from .declared import error_label, reference_lines
 
 __all__ = ["figure_error_vs_n", "figure_error_vs_epsilon", "figure_coverage_vs_epsilon", "figure_facets", "study_name"]
 
@@ -52,12 +59,6 @@ _PALETTE = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab
 _MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">"]
 
 XLABEL_N = "log10(n)"
-YLABEL_N = "log10(average ℓ2 distance to truth)"
-
-
-def _reference(ds: xr.Dataset) -> str:
-    """What ``theta_star`` is (store attribute ``reference``): "truth" for simulated data."""
-    return str(ds.attrs.get("reference") or "truth")
 
 
 def _styles(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
@@ -171,7 +172,7 @@ def figure_error_vs_n(
     title: str | None = None,
     legend: bool = True,
 ) -> Figure:
-    """KNG Figures 1–2: log10 average ℓ2 error against log10 n, one line per mechanism.
+    """KNG Figures 1–2: log10 average error against log10 n, one line per mechanism.
 
     Parameters
     ----------
@@ -209,7 +210,7 @@ def figure_error_vs_n(
     ax.set_xticks(x)
     ax.set_xticklabels([f"{v:g}" for v in np.round(x, 2)])
     ax.set_xlabel(XLABEL_N)
-    ax.set_ylabel(f"log10(average ℓ2 distance to {_reference(ds)})")
+    ax.set_ylabel(f"log10(average {error_label(ds)})")
     ax.set_title(title if title is not None else _titled(ds, f"error vs n, ε = {_s.format_epsilon(eps)}"))
     ax.grid(True, alpha=0.3)
     if legend:
@@ -230,7 +231,7 @@ def figure_error_vs_epsilon(
     title: str | None = None,
     legend: bool = True,
 ) -> Figure:
-    """Awan–Slavković Figure 2: ℓ2 error against ε (log2 x-axis), one line per mechanism.
+    """Awan–Slavković Figure 2: error against ε (log2 x-axis), one line per mechanism.
 
     Parameters
     ----------
@@ -242,8 +243,9 @@ def figure_error_vs_epsilon(
     logy : bool
         Log10 y-axis (default linear, as in the paper).
     zero_line : bool
-        Solid horizontal line at ‖θ*‖₂ (the error of the zero estimate) when
-        the store has ``theta_star``.
+        Solid horizontal lines at the errors of the trivial releases the
+        problem declares (:func:`~kngflow.analysis.declared.reference_lines`;
+        for a coefficient vector ‖θ*‖₂, the error of the zero estimate).
     """
     if statistic not in ("median", "mean"):
         raise ValueError(f"statistic={statistic!r}; allowed values are ('median', 'mean')")
@@ -258,14 +260,14 @@ def figure_error_vs_epsilon(
     for label in _mechanisms(ds, mechanisms):
         row = summ.sel(mechanism=label)
         _draw_series(ax, eps, row[var].values, row[f"{var}_se"].values, row["n_done"].values < R, styles.get(label, {}), label)
-    if zero_line and "theta_star" in ds:
-        norm = float(np.sqrt((ds["theta_star"].values.astype(float) ** 2).sum()))
-        ax.axhline(norm, color="0.3", linewidth=1, label="‖θ*‖₂ (zero estimate)")
+    if zero_line:
+        for i, (value, label) in enumerate(reference_lines(ds)):
+            ax.axhline(value, color="0.3", linewidth=1, linestyle=("-", "--", ":", "-.")[i % 4], label=label)
     _log2_epsilon_axis(ax, eps)
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel("ε (log2 scale)")
-    ax.set_ylabel(f"{statistic} ℓ2 distance to {_reference(ds)}")
+    ax.set_ylabel(f"{statistic} {error_label(ds)}")
     ax.set_title(title if title is not None else _titled(ds, f"error vs ε, n = {_tex_n(n_val)}"))
     ax.grid(True, alpha=0.3)
     if legend:

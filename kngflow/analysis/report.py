@@ -26,6 +26,7 @@ import numpy as np
 import xarray as xr
 
 from . import declared as _declared
+from .declared import error_label, reference_lines
 from . import summaries as _s
 from .diagnosands import diagnose
 from .figures import figure_coverage_vs_epsilon, figure_error_vs_epsilon, figure_error_vs_n, figure_facets, study_name
@@ -200,14 +201,16 @@ def _write_figures(ds: xr.Dataset, summ: xr.Dataset, out: Path) -> tuple[list[tu
     notes: list[str] = []
     partial = _PARTIAL.format(R=ds.sizes["replicate"])
     empty = int(summ["n_valid"].sum()) == 0
+    label = error_label(ds)
+    lines = reference_lines(ds)
+    drawn = ("; the grey lines: " + ", ".join(f"{name} = {value:.4g}" for value, name in lines)) if lines else ""
     plan = [
         ("error_vs_n.png", "n", figure_error_vs_n, {"summary": summ},
-         "log10 of the mean ℓ2 error over replicates against log10 n, one panel per ε; bars ±1 Monte Carlo SE "
-         "(delta method); " + partial + " (KNG Figures 1–2)", None),
+         f"log10 of the mean error ({label}) over replicates against log10 n, one panel per ε; bars ±1 Monte "
+         "Carlo SE (delta method); " + partial + " (KNG Figures 1–2)", None),
         ("error_vs_epsilon.png", "epsilon", figure_error_vs_epsilon, {"summary": summ},
-         "median ℓ2 error over replicates against ε (log2 axis), one panel per n; bars ±1 SE of the median "
-         "(McKean–Schrader); " + partial + "; the grey line is ‖θ*‖₂, the error of the zero estimate "
-         "(Awan–Slavković Figure 2)", None),
+         f"median error ({label}) over replicates against ε (log2 axis), one panel per n; bars ±1 SE of the "
+         "median (McKean–Schrader); " + partial + drawn + " (Awan–Slavković Figure 2)", None),
         ("coverage_vs_epsilon.png", "epsilon", figure_coverage_vs_epsilon, {"coefs": _slopes(ds)},
          "average fraction of slopes whose DP estimate lies in the non-private 95% CI against ε, one panel per n; "
          "bars: 68% Wilson interval (±1 SE); " + partial + " (Awan–Slavković Figure 3)", _coverage_unavailable(ds)),
@@ -291,6 +294,8 @@ def _diagnosable(ds: xr.Dataset) -> str | None:
     for name in ("estimate", "theta_star", "done"):
         if name not in ds.variables:
             return f"the store has no {name} variable"
+    if not _declared.coefficient_summaries(ds):
+        return "the problem declares that its estimates' entries are not coefficients (coefficient_summaries = False)"
     return None
 
 
@@ -510,7 +515,7 @@ def report_markdown(
         return [(e, _s.format_epsilon(e)) for e in eps_vals]
 
     # -- per-cell table ------------------------------------------------------
-    md += ["## Error per (mechanism, n, ε)", ""]
+    md += ["## Error per (mechanism, n, ε)", "", f"Error: {error_label(ds)}.", ""]
     md += small_sample_banner(_k_min(summ["n_done"].values))
     header = ["mechanism", "n", "ε", "finished", "mean error", "median error ± SE", "log10 mean error ± MC SE"]
     rows = []

@@ -94,6 +94,10 @@ class Problem:
     family: ClassVar[str | None] = None
     #: options ``kngflow audit`` gives the problem unless the user sets them (small, public-bound data sets)
     audit_defaults: ClassVar[dict] = {}
+    #: whether the entries of an estimate are coefficients whose bias, SD and RMSE around
+    #: ``theta_star`` mean something (the report's per-coefficient tables); False for a
+    #: release such as a subspace basis, whose entries are defined only up to sign or rotation
+    coefficient_summaries: ClassVar[bool] = True
 
     @property
     def name(self) -> str:
@@ -156,6 +160,20 @@ class Problem:
     def error(self, estimate) -> float:
         """``||estimate - theta*||_2``."""
         return float(np.linalg.norm(np.asarray(estimate, float) - self.theta_star))
+
+    @property
+    def error_label(self) -> str:
+        """What ``error`` measures, in words, for the report's axis labels and captions (stored
+        as the store attribute ``error_label``; default: ``"ℓ2 distance to <reference>"``)."""
+        return f"ℓ2 distance to {self.reference}"
+
+    @property
+    def reference_lines(self) -> list:
+        """``[(value, label)]``: errors of trivial, data-independent releases, drawn as
+        horizontal lines in the error-against-ε figure (store attribute ``reference_lines``,
+        JSON).  Default: ``||theta*||_2``, the error of the zero estimate; ``[]`` where no such
+        release is meaningful."""
+        return [(float(np.linalg.norm(np.asarray(self.theta_star, float))), "‖θ*‖₂ (zero estimate)")]
 
     @property
     def data_variables(self) -> dict:

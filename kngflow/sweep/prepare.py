@@ -55,6 +55,10 @@ def store_attrs(spec: Spec, history: list | None = None) -> dict:
         "caveats": _caveats(problem, mechs),
         # what theta_star is (error = the distance to it): "truth" unless the problem says otherwise
         "reference": str(problem.reference),
+        # what error measures, in words, and the errors of trivial releases the figures draw
+        "error_label": str(problem.error_label),
+        "reference_lines": json.dumps([[float(v), str(label)] for v, label in problem.reference_lines]),
+        "coefficient_summaries": json.dumps(bool(problem.coefficient_summaries)),
         # delta of each mechanism's privacy claim (0: pure epsilon-DP), read by the analysis and the report
         "delta": json.dumps({label: float(m.privacy_claim().delta) for label, m in mechs.items()}, sort_keys=True),
         # non-private reference estimators, and the data variable with the reference's standard errors

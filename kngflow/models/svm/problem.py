@@ -516,6 +516,21 @@ class SVMProblem(Problem):
         """The ``metric``: misclassification rate (held out) or excess regularised risk."""
         return self.misclassification(estimate) if self.metric == "misclassification" else self.excess_risk(estimate)
 
+    @property
+    def error_label(self) -> str:
+        """What ``error`` measures (the store's ``error_label``)."""
+        if self.metric == "misclassification":
+            return "held-out misclassification rate"
+        return "excess regularised risk J(w) − J(θ*)"
+
+    @property
+    def reference_lines(self) -> list:
+        """Misclassification: a data-free random direction (rate 1/2) and the Bayes rate
+        ``flip`` (the label noise); excess risk: the zero estimate's ``J(0) - J(θ*)``."""
+        if self.metric == "misclassification":
+            return [(0.5, "random direction (data-free)"), (self.flip, "Bayes rate (label noise)")]
+        return [(float(self.excess_risk(np.zeros(self.d))), "zero estimate")]
+
     def other_metric(self) -> str:
         """The error measure ``error`` does not return."""
         return METRICS[1] if self.metric == METRICS[0] else METRICS[0]
