@@ -63,9 +63,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--run-epsilon", metavar="E", help="epsilon the mechanism runs at (negative control; default --epsilon)")
     p.add_argument("--draws", metavar="N", help="releases per data set for the black-box and bit-level audits (default "
                    "50000, fewer where a slow mechanism would not fit --time-budget)")
-    p.add_argument("--time-budget", default="240", metavar="SECONDS", help="without --draws: the wall time the audit "
-                   "should take; the default draws are lowered (to 1000 at least) where releases timed on an audit "
-                   "data set say 50000 would take longer (default 240)")
+    p.add_argument("--time-budget", default="240", metavar="SECONDS", help="without --draws: the CPU seconds the "
+                   "audit should take (its wall time on cores of its own); the default draws are lowered (to 1000 "
+                   "at least) where releases timed on an audit data set say 50000 would take longer (default 240)")
     p.add_argument("--target-power", metavar="L", help="draw until a privacy loss of L on the chosen pair and events "
                    "would be flagged with probability >= 0.9 (at least --draws, at most --max-draws releases per data set)")
     p.add_argument("--max-draws", default="10000000", metavar="N", help="most releases per data set --target-power may "
@@ -235,7 +235,7 @@ def _trial_release(mechanism, kind, problem, name, pair, boundary, fill, epsilon
 
 def run(args) -> int:
     """Handler of ``kngflow audit``; returns the exit status."""
-    args.started = time.monotonic()
+    args.started = time.process_time()
     try:
         problem, mechanism, pair, epsilon, run_eps, draws, seed, data = _setup(args)
     except _BadInput as exc:
@@ -287,19 +287,22 @@ def _runner(args):
         yield DaskRunner(client)
 
 
-def _release_seconds(mechanism, data, epsilon: float, seed: int, *, at_least: int = 5, most: int = 200,
-                     seconds: float = 0.5) -> float:
-    """Mean wall time of one release on ``data``: releases timed until ``seconds`` have passed
-    (at least ``at_least``, at most ``most`` of them), from a stream of their own."""
+def _release_seconds(mechanism, data, epsilon: float, seed: int, *, at_least: int = 5, most: int = 500,
+                     seconds: float = 1.0) -> float:
+    """CPU seconds of one release on ``data`` (``time.process_time``: what else the machine
+    runs does not change it much): after one release to warm up, releases timed until
+    ``seconds`` have passed (at least ``at_least``, at most ``most`` of them), from a
+    stream of their own."""
     import numpy as np
 
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(8,)))
-    t0 = time.perf_counter()
+    mechanism.release(data, epsilon, rng)
+    t0 = time.process_time()
     k = 0
-    while k < most and (k < at_least or time.perf_counter() - t0 < seconds):
+    while k < most and (k < at_least or time.process_time() - t0 < seconds):
         mechanism.release(data, epsilon, rng)
         k += 1
-    return (time.perf_counter() - t0) / k
+    return (time.process_time() - t0) / k
 
 
 def _duration(seconds: float) -> str:
@@ -308,9 +311,11 @@ def _duration(seconds: float) -> str:
 
 def _budgeted_draws(args, mechanism, data, run_eps, seed, plan, pair, records, runner) -> int:
     """The draws per data set without ``--draws``: the largest of :data:`BUDGET_DRAWS` whose
-    releases, at the rate timed on the trial data set (shared by the runner's workers), fit
-    what is left of ``--time-budget`` (1000 where none fits); a line says so where it is
-    fewer than the default."""
+    releases, at the CPU time per release measured on the trial data set (shared by the
+    runner's workers), fit what is left of ``--time-budget`` CPU seconds after the command's
+    own so far (1000 where none fits); a line says so where it is fewer than the default.
+    CPU seconds, not wall time: the choice does not follow the machine's load, and on
+    cores of its own the audit's wall time is its CPU time."""
     from .blackbox import planned_releases
 
     def count(n):
@@ -323,11 +328,11 @@ def _budgeted_draws(args, mechanism, data, run_eps, seed, plan, pair, records, r
         return total
 
     per = _release_seconds(mechanism, data, run_eps, seed) / (1 if runner is None else runner.workers)
-    left = args.budget - (time.monotonic() - args.started)
+    left = args.budget - (time.process_time() - args.started)
     draws = next((n for n in BUDGET_DRAWS if count(n) * per <= left), BUDGET_DRAWS[-1])
     if draws < DEFAULT_DRAWS:
         over = "" if count(draws) * per <= left else f"; {draws} take about {_duration(count(draws) * per)}"
-        print(f"draws: {draws} releases per data set, not {DEFAULT_DRAWS}: at {per * 1e3:.3g} ms per release "
+        print(f"draws: {draws} releases per data set, not {DEFAULT_DRAWS}: at {per * 1e3:.3g} ms of CPU per release "
               f"{DEFAULT_DRAWS} would take about {_duration(count(DEFAULT_DRAWS) * per)}, over the {_duration(max(0, left))} "
               f"left of the time budget of {args.budget:g} s{over} (--time-budget S; --draws N draws N)", flush=True)
     return draws
