@@ -122,7 +122,7 @@ def test_every_mechanism_accepts_hardened_and_get_mechanism_defaults_to_it():
 @pytest.mark.parametrize("problem, kind, options, field", [
     ("linear", "kng", {"sampler": "gradient_map"}, "sampler"),
     ("linear", "kng", {"sampler": "gibbs"}, "sampler"),
-    ("logistic", "kng", {"sampler": "gradient_map"}, "sampler"),
+    ("quantreg", "kng", {"sampler": "gibbs"}, "sampler"),
     ("quantreg", "kng", {"base": "gaussian"}, "base"),
     ("quantile", "exponential", {"hardened": "yes"}, "hardened"),
 ])

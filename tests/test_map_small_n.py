@@ -4,6 +4,9 @@ spreads over ``Theta``: each against the KNG density normalised on a grid.
 * logistic regression, the default gradient map (an intercept and one covariate on a grid
   of 41 levels in [-1, 1], ``||beta||_1 <= 10``), ε in {1/4, 1, 4}, 4000 releases each;
 * the geometric median's opt-in gradient map (d = 2, ``||theta||_1 <= 1``), ε in {1/4, 1, 4};
+* logistic regression's hardened release's frozen map (the surrogate-map chain with the
+  loss as its own surrogate, from the centre: :meth:`GenericKNG.release_gradient_map_hardened`),
+  the same cells;
 * quantile regression's default surrogate map (the Figure 2 settings: τ = 1/2, ℓ∞,
   ``||theta||_1 <= 1``, but 200 Metropolis sweeps instead of 1000, then 50 proposals),
   ε in {1/4, 1, 4}.
@@ -15,7 +18,7 @@ grid's error in the CDF is below 1e-3 (cells of width ``B / 400``; the density i
 and the ℓ1 ball's edge cuts cells), far below the KS tests' resolution at 4000 releases
 (0.04 at ``P_REJECT``).
 
-Thresholds: 9 (n, ε) cells per model, 3 models, 2 coordinates: 54 KS checks, each failing wrongly with probability ``P_REJECT = 1e-6``, so a false
+Thresholds: 9 (n, ε) cells per sampler, 4 samplers, 2 coordinates: 72 KS checks, each failing wrongly with probability ``P_REJECT = 1e-6``, so a false
 failure is rarer than 1e-4 in all.  Negative control: every cell also runs the same sampler at 2ε, which must fail the
 same check (min p < ``P_REJECT``).  At ε = 1/4 the laws at ε and 2ε are both spread over
 ``Theta`` and closer, so those controls take more releases (``CONTROL_QUARTER``).  All
@@ -37,6 +40,7 @@ import pytest
 from scipy import stats
 
 from kngflow.api import get_mechanism, get_problem
+from kngflow.mechanisms.generic import surrogate_map_draws
 from kngflow.models.logistic.problem import logistic_data
 
 P_REJECT = 1e-6
@@ -99,6 +103,15 @@ def gradient_map(mech, data, epsilon, rng, size):
     return mech.draw_gradient_map(data, epsilon, rng, size)[0]
 
 
+def frozen_map(mech, data, epsilon, rng, size):
+    """The chain of the hardened release (before its certificate and snapping), from the centre."""
+    center, B = mech.domain(data)
+    center = np.asarray(center, dtype=np.float64)
+    cls, args = type(mech), mech.kernel_args(data)
+    return surrogate_map_draws(cls.gradient, (cls.gradient, cls.hessian), args, args, mech.rate(data, epsilon),
+                               mech.norm, (center, B), 0.0, rng, np.tile(center, (size, 1)), mech.proposals)[0]
+
+
 def surrogate_map(mech, data, epsilon, rng, size):
     return mech.draw_surrogate_map(data, epsilon, rng, size)[0]
 
@@ -111,6 +124,15 @@ def test_logistic_gradient_map_small_n(n):
     data = logistic_small(n)
     for k, epsilon in enumerate(EPSILONS):
         check_cell(mech, data, gradient_map, epsilon, 10 * n + 2 * k)
+
+
+@pytest.mark.parametrize("n", NS)
+def test_logistic_hardened_frozen_map_small_n(n):
+    mech = get_mechanism("logistic", "kng", norm="linf")
+    assert mech.hardened and mech._policy() == "gradient_map"
+    data = logistic_small(n)
+    for k, epsilon in enumerate(EPSILONS):
+        check_cell(mech, data, frozen_map, epsilon, 10 * n + 2 * k)
 
 
 @pytest.mark.parametrize("n", NS)

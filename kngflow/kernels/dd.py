@@ -34,9 +34,9 @@ import numpy as np
 
 from kngflow._jit import jit
 
-__all__ = ["UNIT", "two_sum", "two_prod", "residual_dd", "refine_solve", "inverse_norm_bound",
+__all__ = ["UNIT", "two_sum", "two_prod", "dd_add", "residual_dd", "refine_solve", "inverse_norm_bound",
            "solve_certificate", "certified_solve", "scale_dd", "affine_dd", "gram_residual_norm",
-           "certify_quadratic_l1_ball", "chol_solve_certificate"]
+           "certify_quadratic_l1_ball", "chol_solve_certificate", "chol_solve_dd"]
 
 #: unit roundoff of float64
 UNIT = 2.0**-53
@@ -70,7 +70,7 @@ def two_prod(a, b):
 
 
 @jit
-def _dd_add(h, l, x):
+def dd_add(h, l, x):
     """``(h, l) + x`` in double-double; returns the renormalised pair."""
     s, e = two_sum(h, x)
     e += l
@@ -96,10 +96,10 @@ def residual_dd(G, vh, vl, hi, lo, rh, rl):
         small = 0.0
         for k in range(d):
             p, e = two_prod(G[i, k], hi[k])
-            h, l = _dd_add(h, l, -p)
-            h, l = _dd_add(h, l, -e)
+            h, l = dd_add(h, l, -p)
+            h, l = dd_add(h, l, -e)
             q = G[i, k] * lo[k]
-            h, l = _dd_add(h, l, -q)
+            h, l = dd_add(h, l, -q)
             size += abs(G[i, k]) * (abs(hi[k]) + abs(lo[k]))
             small += abs(q)
         rh[i] = h
@@ -122,7 +122,7 @@ def refine_solve(G, M, vh, vl, hi, lo, iters):
             t = 0.0
             for k in range(d):
                 t += M[i, k] * (rh[k] + rl[k])
-            h, l = _dd_add(hi[i], lo[i], t)
+            h, l = dd_add(hi[i], lo[i], t)
             hi[i] = h
             lo[i] = l
 
@@ -200,10 +200,10 @@ def affine_dd(c, L, z, s, vh, vl):
         for k in range(i + 1):
             p, e = two_prod(L[i, k], z[k])
             q, f = two_prod(s, p)
-            h, l = _dd_add(h, l, q)
-            h, l = _dd_add(h, l, f)
+            h, l = dd_add(h, l, q)
+            h, l = dd_add(h, l, f)
             g = s * e
-            h, l = _dd_add(h, l, g)
+            h, l = dd_add(h, l, g)
             size += abs(s) * (abs(p) + abs(e))
             small += abs(g)
         vh[i] = h
@@ -225,8 +225,8 @@ def gram_residual_norm(L, G):
             size = abs(G[i, j])
             for k in range(min(i, j) + 1):
                 p, e = two_prod(L[i, k], L[j, k])
-                h, l = _dd_add(h, l, p)
-                h, l = _dd_add(h, l, e)
+                h, l = dd_add(h, l, p)
+                h, l = dd_add(h, l, e)
                 size += abs(p) + abs(e)
             t = abs(h) + abs(l) + 8.0 * (d + 2) * UNIT * UNIT * size
             t2 += t * t
@@ -262,29 +262,29 @@ def _kkt_residual(G2, shift, S, sg, boundary, vh, vl, B, xh, xl, rh, rl):
             size = abs(vh[i]) + abs(vl[i])
             for b in range(m):
                 p, e = two_prod(G2[i, S[b]], xh[b])
-                h, l = _dd_add(h, l, -p)
-                h, l = _dd_add(h, l, -e)
+                h, l = dd_add(h, l, -p)
+                h, l = dd_add(h, l, -e)
                 q, f = two_prod(G2[i, S[b]], xl[b])
-                h, l = _dd_add(h, l, -q)
-                h, l = _dd_add(h, l, -f)
+                h, l = dd_add(h, l, -q)
+                h, l = dd_add(h, l, -f)
                 size += abs(G2[i, S[b]]) * (abs(xh[b]) + abs(xl[b]))
             p, e = two_prod(shift, xh[a])
-            h, l = _dd_add(h, l, -p)
-            h, l = _dd_add(h, l, -e)
+            h, l = dd_add(h, l, -p)
+            h, l = dd_add(h, l, -e)
             q, f = two_prod(shift, xl[a])
-            h, l = _dd_add(h, l, -q)
-            h, l = _dd_add(h, l, -f)
+            h, l = dd_add(h, l, -q)
+            h, l = dd_add(h, l, -f)
             size += abs(shift) * (abs(xh[a]) + abs(xl[a]))
             if boundary:  # + lambda s_a (s_a = ±1: exact)
-                h, l = _dd_add(h, l, -sg[a] * xh[m])
-                h, l = _dd_add(h, l, -sg[a] * xl[m])
+                h, l = dd_add(h, l, -sg[a] * xh[m])
+                h, l = dd_add(h, l, -sg[a] * xl[m])
                 size += abs(xh[m]) + abs(xl[m])
         else:  # B - s'x
             h, l = B, 0.0
             size = abs(B)
             for b in range(m):
-                h, l = _dd_add(h, l, -sg[b] * xh[b])
-                h, l = _dd_add(h, l, -sg[b] * xl[b])
+                h, l = dd_add(h, l, -sg[b] * xh[b])
+                h, l = dd_add(h, l, -sg[b] * xl[b])
                 size += abs(xh[b]) + abs(xl[b])
         rh[a] = h
         rl[a] = l
@@ -360,7 +360,7 @@ def certify_quadratic_l1_ball(G2, shift, vh, vl, theta0, B, iters, hi, lo):
             t = 0.0
             for b in range(d2):
                 t += M[a, b] * (rh[b] + rl[b])
-            h, l = _dd_add(xh[a], xl[a], t)
+            h, l = dd_add(xh[a], xl[a], t)
             xh[a] = h
             xl[a] = l
     err = _kkt_residual(G2, shift, S, sg, boundary, vh, vl, B, xh, xl, rh, rl)
@@ -430,8 +430,8 @@ def chol_solve_certificate(L, x, u, inv_norm_L):
         size = 0.0
         for k in range(i, d):
             p, e = two_prod(L[k, i], x[k])
-            h, l = _dd_add(h, l, p)
-            h, l = _dd_add(h, l, e)
+            h, l = dd_add(h, l, p)
+            h, l = dd_add(h, l, e)
             size += abs(p) + abs(e)
         yh[i] = h
         yl[i] = l
@@ -445,10 +445,10 @@ def chol_solve_certificate(L, x, u, inv_norm_L):
         row = 0.0
         for k in range(i + 1):
             p, e = two_prod(L[i, k], yh[k])
-            h, l = _dd_add(h, l, -p)
-            h, l = _dd_add(h, l, -e)
+            h, l = dd_add(h, l, -p)
+            h, l = dd_add(h, l, -e)
             q = L[i, k] * yl[k]
-            h, l = _dd_add(h, l, -q)
+            h, l = dd_add(h, l, -q)
             size += abs(L[i, k]) * (abs(yh[k]) + abs(yl[k]))
             row += abs(L[i, k])
         t = abs(h) + abs(l)
@@ -458,3 +458,33 @@ def chol_solve_certificate(L, x, u, inv_norm_L):
         lnorm = max(lnorm, row)
     resid = math.sqrt(r2) * (1.0 + 4.0 * d * UNIT) + math.sqrt(err2) + lnorm * math.sqrt(d) * err1
     return inv_norm_L * inv_norm_L * resid
+
+
+@jit
+def chol_solve_dd(L, LT, Linv, LinvT, inv_norm_L, u, hi, lo, iters):
+    """``x = (L L')^{-1} u`` (``L`` lower triangular, ``LT`` its transpose, ``Linv`` and
+    ``LinvT`` approximate inverses of both, ``inv_norm_L >= ||L^{-1}||_2``) in double-double
+    into ``hi + lo``; returns a bound on ``||(hi + lo) - (L L')^{-1} u||_2``.
+
+    Two triangular stages, each refined (:func:`refine_solve`) and certified
+    (:func:`solve_certificate`): ``y = L^{-1} u`` within ``e_1``, then ``x = L'^{-1} y``
+    with ``e_1`` as the right-hand side's error (``||L'^{-1}||_2 = ||L^{-1}||_2``)."""
+    d = u.shape[0]
+    zero = np.zeros(d)
+    yh = np.empty(d)
+    yl = np.zeros(d)
+    for i in range(d):
+        t = 0.0
+        for k in range(d):
+            t += Linv[i, k] * u[k]
+        yh[i] = t
+    refine_solve(L, Linv, u, zero, yh, yl, iters)
+    e1 = solve_certificate(L, inv_norm_L, u, zero, yh, yl, 0.0)
+    for i in range(d):
+        t = 0.0
+        for k in range(d):
+            t += LinvT[i, k] * yh[k]
+        hi[i] = t
+        lo[i] = 0.0
+    refine_solve(LT, LinvT, yh, yl, hi, lo, iters)
+    return solve_certificate(LT, inv_norm_L, yh, yl, hi, lo, e1)

@@ -71,6 +71,7 @@ import math
 import numpy as np
 
 from kngflow._jit import jit
+from kngflow.kernels.dd import dd_add, two_prod, two_sum
 from kngflow.kernels.generic import norm_by_code
 from kngflow.noise import draw_l1_into, draw_l2_into, draw_linf_into
 
@@ -288,6 +289,46 @@ def _draw_base(rng, center, B, base_scale, out):
         out[i] = center[i] + (v if rng.random() < 0.5 else -v)
 
 
+@jit
+def _draw_base_dd(rng, center, B, base_scale, out, lo):
+    """:func:`_draw_base` (the same random numbers and the same ``out``), with ``lo`` the
+    low part of the exact draw on the uniform base: ``out + lo`` equals
+    ``center ± B E_i / T``, ``T = sum_j E_j`` (the exponentials as drawn, the sum exact),
+    within ``(8 d + 24) u^2 (|center_i| + B)`` (``u = 2^-53``).  The sum is carried in
+    double-double (within ``2 (d + 1) u^2 T``); the plain quotient ``v`` errs by at most
+    ``(d + 3) u v``, so its remainder ``B E_i - v T``, computed from exact products
+    (``p - q`` exact by Sterbenz's lemma), is at most ``(d + 3) u v T`` and errs by at most
+    ``(4 d + 11) u^2 v T``; the low part ``remainder / T`` then errs by at most
+    ``(6 d + 17) u^2 v``, and the centre is added exactly (:func:`two_sum`) with one
+    rounding of the low parts' sum.  ``lo`` is 0 for the Gaussian base."""
+    d = center.shape[0]
+    if base_scale > 0.0:
+        _draw_base(rng, center, B, base_scale, out)
+        for i in range(d):
+            lo[i] = 0.0
+        return
+    total = 0.0
+    th = 0.0
+    tl = 0.0
+    for i in range(d):
+        out[i] = rng.standard_exponential()
+        total += out[i]
+        th, tl = dd_add(th, tl, out[i])
+    e = rng.standard_exponential()
+    total += e
+    th, tl = dd_add(th, tl, e)
+    for i in range(d):
+        v = B * out[i] / total
+        p, pe = two_prod(B, out[i])
+        q, qe = two_prod(v, th)
+        rest = ((p - q) + (pe - qe)) - v * tl  # B E_i - v T, p - q exact (Sterbenz)
+        vl = rest / (th + tl)
+        sign = 1.0 if rng.random() < 0.5 else -1.0
+        h, hl = two_sum(center[i], sign * v)
+        out[i] = h
+        lo[i] = hl + sign * vl
+
+
 #: a base-measure draw skips the check of ``C`` (module docstring) where the map's term of the
 #: mixture density is below ``e^-40`` times the base measure's (it changes ``log q`` by less
 #: than ``4e-18``): far from the data at large ``n``, where the check's solve would be long
@@ -488,7 +529,7 @@ BASE_SHARE = 0.2
 
 @jit(cache=False)
 def surrogate_map_chain(gradient, s_gradient, s_hessian, rng, args, sargs, a, code, center, B, base_scale, proposals,
-                        max_iter, out, acc_out, steps_out, route_out, u_out, fit_out):
+                        max_iter, out, acc_out, steps_out, route_out, u_out, lo_out, fit_out):
     """Independence-Metropolis steps for KNG whose gradient is not smooth, proposing through a
     smooth surrogate's gradient map frozen at its minimiser, from the states in ``out``.
 
@@ -570,6 +611,7 @@ def surrogate_map_chain(gradient, s_gradient, s_hessian, rng, args, sargs, a, co
     log_base = math.log(BASE_SHARE) + _log_base_normaliser(d, B, base_scale)
     theta = np.empty(d)
     prop = np.empty(d)
+    plo = np.zeros(d)
     minus_u = np.empty(d)
     dl = np.empty(d)
     for ch in range(out.shape[0]):
@@ -585,7 +627,7 @@ def surrogate_map_chain(gradient, s_gradient, s_hessian, rng, args, sargs, a, co
                     prop[i] = theta[i]
             elif rng.random() < BASE_SHARE:
                 kind = 2
-                _draw_base(rng, center, B, base_scale, prop)
+                _draw_base_dd(rng, center, B, base_scale, prop, plo)
             else:
                 kind = 1
                 _draw_u(rng, code, 1.0 / ap, u)
@@ -634,6 +676,9 @@ def surrogate_map_chain(gradient, s_gradient, s_hessian, rng, args, sargs, a, co
             if kind == 1:
                 for i in range(d):
                     u_out[ch, i] = -minus_u[i]
+            elif kind == 2:
+                for i in range(d):
+                    lo_out[ch, i] = plo[i]
         out[ch, :] = theta
         acc_out[ch] = accepted / proposals
         steps_out[ch] = proposals

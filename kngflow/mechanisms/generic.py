@@ -67,11 +67,12 @@ from kngflow.kernels.generic import (
     metropolis_chains,
     precond_metropolis_chains,
 )
-from kngflow.kernels.dd import chol_solve_certificate, inverse_norm_bound
+from kngflow.kernels.dd import chol_solve_certificate, chol_solve_dd, dd_add, inverse_norm_bound, scale_dd
 from kngflow.kernels.gradient_map import BASE_SHARE, MAX_ITER, gradient_map_chain, surrogate_map_chain
 from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_positive, check_rng
 from kngflow.mechanisms.claims import Density
-from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, HardeningError, coupling_hardening, dyadic_lattice
+from kngflow.mechanisms.hardening import (UNIT_ROUNDOFF, Hardening, HardeningError, coupling_hardening,
+                                          dyadic_lattice, snap)
 
 __all__ = ["NonPrivateBase", "Sampled", "sampler_hardening", "HARDENABLE_SAMPLERS", "GenericKNG", "GenericExponential", "NORMS", "SAMPLERS", "gradient_map_draws",
            "surrogate_map_draws", "GRADIENT_MAP_PROPOSALS"]
@@ -125,8 +126,8 @@ def surrogate_map_draws(gradient, surrogate, args, sargs, a, norm, domain, base_
     ``surrogate = (gradient, hessian)`` (on ``sargs``), one chain from each row of ``start``
     (size, d; in ``Theta``): returns the final states (size, d), the accepted fractions
     (size,) and the proposals made (size,); other arguments as :func:`gradient_map_draws`.
-    With ``details``, also the final states' routes, noises and the fit (``route_out``,
-    ``u_out``, ``fit_out`` of the kernel).  Raises RuntimeError when the surrogate's fit fails."""
+    With ``details``, also the final states' routes, noises, base-draw low parts and the fit
+    (``route_out``, ``u_out``, ``lo_out``, ``fit_out`` of the kernel).  Raises RuntimeError when the surrogate's fit fails."""
     center, B = domain
     center = np.ascontiguousarray(center, dtype=np.float64)
     out = np.array(start, dtype=np.float64, order="C")
@@ -135,13 +136,14 @@ def surrogate_map_draws(gradient, surrogate, args, sargs, a, norm, domain, base_
     steps = np.empty(size, dtype=np.int64)
     routes = np.zeros(size, dtype=np.int64)
     us = np.zeros((size, d))
+    los = np.zeros((size, d))
     fit = np.zeros((d, d + 1))
     status = surrogate_map_chain(gradient, surrogate[0], surrogate[1], rng, args, sargs, float(a), NORM_CODES[norm],
                                  center, float(B), float(base_scale), int(proposals), MAX_ITER, out, acc, steps,
-                                 routes, us, fit)
+                                 routes, us, los, fit)
     if status < 0:
         raise RuntimeError("surrogate-map sampler: the smooth surrogate's Newton fit failed; use sampler='metropolis'")
-    return (out, acc, steps, routes, us, fit) if details else (out, acc, steps)
+    return (out, acc, steps, routes, us, los, fit) if details else (out, acc, steps)
 
 
 class NonPrivateBase(Mechanism):
@@ -171,12 +173,15 @@ class NonPrivateBase(Mechanism):
 #: chains' positions are sums of data-independent proposals, and the exact draws (1-D
 #: quantiles) an order statistic plus a uniform offset.  Coordinate Gibbs is not among
 #: them: its breakpoints divide by covariates, whose rounding has no public bound.
-HARDENABLE_SAMPLERS = ("exact", "metropolis", "surrogate_map")
+HARDENABLE_SAMPLERS = ("exact", "metropolis", "surrogate_map", "gradient_map")
 #: a hardened surrogate-map release's grid is 2^-SURROGATE_GRID_BITS of the bound (no public
 #: lower bound on the spread exists: data on a hyperplane make the law as narrow as they like),
 #: its rounding bound 2^-SURROGATE_ETA_BITS of the grid
 SURROGATE_GRID_BITS = 20
 SURROGATE_ETA_BITS = 26
+#: a hardened gradient-map release is certified in double-double: its rounding bound is
+#: 2^-MAP_ETA_BITS of the grid
+MAP_ETA_BITS = 44
 
 
 def sampler_hardening(name: str, steps: int, d: int, bound: float) -> Hardening:
@@ -319,6 +324,9 @@ class Sampled(Mechanism):
         if self.hardened and name == "surrogate_map":
             theta, info = self.release_surrogate_hardened(data, epsilon, rng)
             return Release(np.asarray(theta, dtype=np.float64) * self.output_scale(data), info)
+        if self.hardened and name == "gradient_map":
+            theta, info = self.release_gradient_map_hardened(data, epsilon, rng)
+            return Release(theta, info)
         if name in MAP_SAMPLERS and self.sampler == "auto":
             draw = self.draw_gradient_map if name == "gradient_map" else self.draw_surrogate_map
             try:
@@ -530,7 +538,7 @@ class GenericKNG(Sampled):
         start, _ = self.draw_metropolis(data, epsilon, rng, 1, lattice=lattice)
         walk = {"sampler": "metropolis", "acceptance": float("nan"), "steps": self.steps}
         try:
-            out, acc, steps, routes, us, fit = surrogate_map_draws(
+            out, acc, steps, routes, us, _, fit = surrogate_map_draws(
                 type(self).gradient, type(self).surrogate, self.kernel_args(data), self.surrogate_args(data),
                 self.rate(data, epsilon), self.norm, (center, B), 0.0, rng, start, int(self.proposals), details=True)
         except RuntimeError:  # no surrogate fit: the walk's state
@@ -550,6 +558,106 @@ class GenericKNG(Sampled):
         if (eta + 2.0 * u * float(np.max(np.abs(theta)))) * scale * (1.0 + 4.0 * u) <= h.eta:
             return theta, {"sampler": "surrogate_map", "acceptance": float(acc[0]), "steps": int(steps[0]) + self.steps}
         return start[0], walk
+
+    def hessian_norm_bound(self, data) -> float | None:
+        """A public upper bound on the largest eigenvalue of the loss's Hessian over
+        ``Theta`` (from ``n``, the dimension and the declared record domain), or None where
+        none exists.  It sets the grid of a hardened gradient-map release
+        (:meth:`hardening`); problems with a bounded Hessian override it."""
+        return None
+
+    def hardening(self, data, epsilon) -> Hardening:
+        """With the gradient map (hardened, :meth:`release_gradient_map_hardened`): the
+        coupling route on the box holding ``Theta``, snapped by the sampler from a
+        double-double value (``site = "sampler"``), ``η = Λ 2^-44``, so
+        δ′ = δ + (1 + e^ε) 2d 2^-44 (1.6·10^-12 at d = 7, ε = 1).
+
+        The grid follows the release's spread where the problem bounds its Hessian by a
+        public ``λ`` (:meth:`hessian_norm_bound`): near the mode the release moves as
+        ``H^-1 u`` with ``u`` K-norm noise of rate ``a`` (each coordinate's standard
+        deviation at least ``1/a`` for ℓ1, ℓ2 and ℓ∞), so each coordinate's standard
+        deviation is at least ``1/(a λ)``, and ``Λ <= 1/(16 a λ)``
+        (:func:`~kngflow.mechanisms.hardening.spread_grid`; the snapping adds at most 1/1024
+        of that variance).  Otherwise ``Λ = 2^-20`` of the bound.  Other samplers:
+        :meth:`Sampled.hardening`."""
+        if not (self.hardened and self._policy() == "gradient_map"):
+            return super().hardening(data, epsilon)
+        data = self.check_data(data)
+        center, B = self.domain(data)
+        scale = abs(float(self.output_scale(data)))
+        bound = (float(np.max(np.abs(center))) + float(B)) * scale
+        lam = self.hessian_norm_bound(data)
+        if lam is None:
+            h = coupling_hardening(bound, 0.0, data.d, site="sampler", bits=SURROGATE_GRID_BITS)
+        else:
+            spread = scale / (self.rate(data, epsilon) * float(lam))
+            h = coupling_hardening(bound, 0.0, data.d, site="sampler", spread=spread)
+        return h._replace(eta=math.ldexp(h.grid, -MAP_ETA_BITS))
+
+    def release_gradient_map_hardened(self, data, epsilon, rng):
+        """A hardened gradient-map release (output units, snapped) and its info.
+
+        Each proposal of the gradient map solves ``grad L(theta) = u`` by Newton's method,
+        and certifying such a root to the grid's ``η`` would need the gradient (an
+        exponential per record, for logistic regression) in double-double.  A hardened
+        release proposes instead through the map frozen at the loss's minimiser: the
+        surrogate-map chain (:func:`~kngflow.kernels.gradient_map.surrogate_map_chain`)
+        with the loss as its own smooth surrogate, from the data-independent centre.  Its
+        proposal ``theta_c + M^-1 u`` (``M`` the Hessian at the fitted centre ``theta_c``,
+        both data dependent, as the Newton solves are) or a base-measure draw is accepted
+        on the exact KNG density: independence Metropolis with a fixed proposal, the same
+        target.  One exact gradient per proposal (no Newton solve, no Hessian), so it is
+        also faster than the unhardened map at large ``n``.
+
+        The final state is certified: the centre is exact; a base-measure draw is carried
+        in double-double (:func:`~kngflow.kernels.gradient_map._draw_base_dd`, within
+        ``(8 d + 24) u^2 (|centre| + B)``); a map state ``theta_c + (L L')^-1 u`` is solved again in
+        double-double from the recorded ``u`` and certified
+        (:func:`~kngflow.kernels.dd.chol_solve_dd`).  The value times the output scale
+        (:func:`~kngflow.kernels.dd.scale_dd`) is snapped from its double-double value.
+        Where the fit fails or the certificate exceeds ``η`` (not observed), the
+        random-walk Metropolis chain on the dyadic lattice ``2^(floor(log2 B) - 46)`` runs
+        instead (exact positions, the same target).  Decisions are modelled as exact, as
+        everywhere (:mod:`kngflow.mechanisms.hardening`).
+        """
+        h = self.hardening(data, epsilon)
+        cls = type(self)
+        center, B = self.domain(data)
+        center = np.ascontiguousarray(center, dtype=np.float64)
+        args = self.kernel_args(data)
+        scale = float(self.output_scale(data))
+        u = UNIT_ROUNDOFF
+        try:
+            out, acc, steps, routes, us, los, fit = surrogate_map_draws(
+                cls.gradient, (cls.gradient, cls.hessian), args, args, self.rate(data, epsilon), self.norm,
+                (center, B), 0.0, rng, center[None, :], int(self.proposals), details=True)
+        except RuntimeError:
+            out = None
+        if out is not None:
+            route = int(routes[0])
+            hi, lo = out[0].copy(), np.zeros(data.d)
+            if route == 2:
+                lo = los[0].copy()
+                err = (8.0 * data.d + 24.0) * u * u * (float(np.max(np.abs(center))) + float(B))
+            elif route == 1:
+                L = np.ascontiguousarray(fit[:, :-1])
+                xc = fit[:, -1].copy()
+                Linv = np.linalg.inv(L)
+                err = chol_solve_dd(L, np.ascontiguousarray(L.T), Linv, np.ascontiguousarray(Linv.T),
+                                    inverse_norm_bound(L, Linv), np.ascontiguousarray(us[0]), hi, lo, 2)
+                for i in range(data.d):  # theta = theta_c + x, in double-double
+                    hi[i], lo[i] = dd_add(hi[i], lo[i], xc[i])
+                err += 4.0 * u * u * float(np.max(np.abs(hi)) + np.max(np.abs(xc)))
+            else:
+                err = 0.0
+            err = err * abs(scale) * (1.0 + 4.0 * u) + scale_dd(hi, lo, scale)
+            if err <= h.eta:
+                info = {"sampler": "frozen_map", "acceptance": float(acc[0]), "steps": int(steps[0])}
+                return snap(hi, h, rng, lo), info
+        start = self.draw_metropolis(data, epsilon, rng, 1, lattice=dyadic_lattice(float(B)))[0]
+        hi, lo = start[0].copy(), np.zeros(data.d)
+        scale_dd(hi, lo, scale)  # lattice points times the scale: exact in double-double (rounding 0 for scale 1)
+        return snap(hi, h, rng, lo), {"sampler": "metropolis", "acceptance": float("nan"), "steps": self.steps}
 
     def _jacobian(self):
         cls = type(self)

@@ -161,6 +161,12 @@ class KNG(GenericKNG):
     perturbation's solve.  Where no proposal falls inside ``Theta`` in ``max_tries``,
     ``"auto"`` falls back to the Metropolis chain, which targets the same law.
 
+    Hardened (``hardened=True``): the map frozen at the minimiser proposes, the exact
+    density accepts, and the final state is certified in double-double and snapped on a
+    grid of at most ``1/16`` of the public spread ``1/(a n m / 4)``
+    (:meth:`~kngflow.mechanisms.generic.GenericKNG.release_gradient_map_hardened`,
+    :meth:`hessian_norm_bound`).
+
     Metropolis (``sampler="metropolis"``, ``precondition=True``): one-at-a-time random-walk Metropolis,
     even sweeps along the normalised columns of ``H^-1``, ``H = sum_i sigma'(x_i' beta)
     x_i x_i'`` the Hessian at the chain's state, odd sweeps along the axes; ``H`` is
@@ -198,6 +204,11 @@ class KNG(GenericKNG):
 
     def sensitivity(self, data) -> float:
         return gradient_sensitivity(self.norm, data.d)
+
+    def hessian_norm_bound(self, data) -> float:
+        """``n m / 4``: each record's Hessian ``sigma' x x'`` has eigenvalues at most
+        ``||x||_2^2 / 4 <= m / 4`` (:func:`~kngflow.models.logistic.problem.hessian_bound`)."""
+        return data.n * hessian_bound(data.d)
 
     def parameter_box(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """A box holding ``Theta`` (for exact audits on a grid)."""
