@@ -87,3 +87,15 @@ def test_cluster_options_one_line_exit_2(args, message):
     assert out.returncode == 2 and out.stdout == "" and "Traceback" not in out.stderr, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kngflow audit: error:") and message in lines[0], lines
+
+
+@pytest.mark.slow
+def test_budgeted_default_draws_give_the_same_bound_on_workers():
+    # without --draws the time budget picks the draws (here the fewest) from a timing in the
+    # command's own process, whatever the workers: the bound is the same on two of them
+    args = ("--option", "factor=0.7", "--seed", "5", "--no-progress", "--time-budget", "0")
+    one = kngflow_cli("audit", MECH, "--problem", PROB, *args, timeout=600)
+    two = kngflow_cli("audit", MECH, "--problem", PROB, *args, "--workers", "2", timeout=600)
+    for out in (one, two):
+        assert out.returncode in (0, 1) and out.stdout.startswith("draws: 1000 releases per data set"), out.stderr
+    assert _bound_line(two) == _bound_line(one)

@@ -309,13 +309,14 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
-def _budgeted_draws(args, mechanism, data, run_eps, seed, plan, pair, records, runner) -> int:
+def _budgeted_draws(args, mechanism, data, run_eps, seed, plan, pair, records) -> int:
     """The draws per data set without ``--draws``: the largest of :data:`BUDGET_DRAWS` whose
-    releases, at the CPU time per release measured on the trial data set (shared by the
-    runner's workers), fit what is left of ``--time-budget`` CPU seconds after the command's
-    own so far (1000 where none fits); a line says so where it is fewer than the default.
-    CPU seconds, not wall time: the choice does not follow the machine's load, and on
-    cores of its own the audit's wall time is its CPU time."""
+    releases, at the CPU time per release measured on the trial data set, fit what is left
+    of ``--time-budget`` CPU seconds after the command's own so far (1000 where none fits);
+    a line says so where it is fewer than the default.  CPU seconds, not wall time: the
+    choice does not follow the machine's load, and in one process on a core of its own the
+    audit's wall time is its CPU time.  The draws do not depend on ``--workers`` or
+    ``--scheduler``, so neither does the bound (workers make the audit faster, not larger)."""
     from .blackbox import planned_releases
 
     def count(n):
@@ -327,7 +328,7 @@ def _budgeted_draws(args, mechanism, data, run_eps, seed, plan, pair, records, r
                                       records=records)
         return total
 
-    per = _release_seconds(mechanism, data, run_eps, seed) / (1 if runner is None else runner.workers)
+    per = _release_seconds(mechanism, data, run_eps, seed)
     left = args.budget - (time.process_time() - args.started)
     draws = next((n for n in BUDGET_DRAWS if count(n) * per <= left), BUDGET_DRAWS[-1])
     if draws < DEFAULT_DRAWS:
@@ -401,7 +402,7 @@ def _audits(args, problem, mechanism, pair, epsilon, run_eps, draws, seed, runne
         results.append(accountant_audit(mechanism, problem, epsilon, run_epsilon=run_eps, pair=pair))
     records = len(np.unique(np.vstack(audit_view(mechanism, problem).audit_records()), axis=0))
     if data is not None and not args.draws_given:
-        draws = _budgeted_draws(args, mechanism, data, run_eps, seed, plan, pair, records, runner)
+        draws = _budgeted_draws(args, mechanism, data, run_eps, seed, plan, pair, records)
     if "bit-level" in plan:
         from .bits import bit_audit
 
