@@ -2,9 +2,8 @@
 
 The preprocessing (public code ranges, rows in the unit ball, the public split), the reference
 minimiser's optimality and held-out rate, the problem's declarations and its family (the SVM's
-kinds by short name), the exact privacy audit of objective perturbation on the problem's own
-record domain with its 2ε control caught, and the shipped spec, reduced, through ``kngflow run``
-and ``kngflow report`` with the claims.
+kinds by short name: the mechanisms and their audits are the SVM model's, tests/test_svm.py),
+and the shipped spec, reduced, through ``kngflow run`` and ``kngflow report`` with the claims.
 """
 
 from __future__ import annotations
