@@ -403,8 +403,51 @@ def _default_direction(d: int) -> tuple:
 METRICS = ("misclassification", "excess_risk")
 
 
+class ClassificationErrors:
+    """The SVM's two error measures on samples a problem names: :meth:`held_out` (the
+    misclassification rate's records) and :meth:`risk_sample` (the records of ``J``, whose
+    minimiser is ``theta_star``); the problem also has ``h``, ``reg``, ``metric`` and
+    ``theta_star``."""
+
+    def held_out(self) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def risk_sample(self) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def misclassification(self, estimate) -> float:
+        """Rate of ``sign(x'w) != y`` on :meth:`held_out` (``x'w = 0`` counts as an error)."""
+        w = np.asarray(estimate, dtype=float)
+        if not np.all(np.isfinite(w)):
+            return math.nan
+        X, y = self.held_out()
+        return float(np.mean(y * (X @ w) <= 0.0))
+
+    def regularised_risk(self, estimate) -> float:
+        """``J(w)`` on :meth:`risk_sample`."""
+        w = np.ascontiguousarray(estimate, dtype=float)
+        X, y = self.risk_sample()
+        m = X.shape[0]
+        return huber_loss_sum(w, (X, y, self.h, m * self.reg)) / m
+
+    def excess_risk(self, estimate) -> float:
+        """``J(w) - J(theta_star)`` on :meth:`risk_sample` (>= 0 up to the minimiser's tolerance)."""
+        w = np.asarray(estimate, dtype=float)
+        if not np.all(np.isfinite(w)):
+            return math.nan
+        return self.regularised_risk(w) - self.regularised_risk(self.theta_star)
+
+    def error(self, estimate) -> float:
+        """The ``metric``: misclassification rate (held out) or excess regularised risk."""
+        return self.misclassification(estimate) if self.metric == "misclassification" else self.excess_risk(estimate)
+
+    def other_metric(self) -> str:
+        """The error measure ``error`` does not return."""
+        return METRICS[1] if self.metric == METRICS[0] else METRICS[0]
+
+
 @dataclass(frozen=True, kw_only=True)
-class SVMProblem(Problem):
+class SVMProblem(ClassificationErrors, Problem):
     """Simulated linear classification with label noise, learned by the Huber-hinge SVM.
 
     ``x ~ U(unit ball of R^d)``, ``y = sign(x'u)`` flipped with probability ``flip``
@@ -481,13 +524,13 @@ class SVMProblem(Problem):
         return SVMData(X, y, self.h)
 
     # ---------------------------------------------------------------- error measures
-    def misclassification(self, estimate) -> float:
-        """Rate of ``sign(x'w) != y`` on the held-out sample (``x'w = 0`` counts as an error)."""
-        w = np.asarray(estimate, dtype=float)
-        if not np.all(np.isfinite(w)):
-            return math.nan
-        X, y = _sample(self.d, self.direction, self.flip, HELD_OUT, _HELD_OUT_SEED)
-        return float(np.mean(y * (X @ w) <= 0.0))
+    def held_out(self) -> tuple[np.ndarray, np.ndarray]:
+        """The :data:`HELD_OUT`-record held-out sample of the law (fixed seed)."""
+        return _sample(self.d, self.direction, self.flip, HELD_OUT, _HELD_OUT_SEED)
+
+    def risk_sample(self) -> tuple[np.ndarray, np.ndarray]:
+        """The :data:`REFERENCE`-record sample of the law that defines ``J_ref`` and ``theta_star``."""
+        return _sample(self.d, self.direction, self.flip, REFERENCE, _REFERENCE_SEED)
 
     def misclassification_exact(self, estimate) -> float:
         """``flip + (1 - 2 flip) angle(w, u) / pi``: the population rate (rotational symmetry
@@ -499,22 +542,6 @@ class SVMProblem(Problem):
         cos = float(np.clip(w @ np.array(self.direction) / nw, -1.0, 1.0))
         return self.flip + (1.0 - 2.0 * self.flip) * math.acos(cos) / math.pi
 
-    def regularised_risk(self, estimate) -> float:
-        """``J_ref(w)`` on the reference sample."""
-        w = np.ascontiguousarray(estimate, dtype=float)
-        X, y = _sample(self.d, self.direction, self.flip, REFERENCE, _REFERENCE_SEED)
-        return huber_loss_sum(w, (X, y, self.h, REFERENCE * self.reg)) / REFERENCE
-
-    def excess_risk(self, estimate) -> float:
-        """``J_ref(w) - J_ref(theta_star)`` (>= 0 up to the minimiser's tolerance)."""
-        w = np.asarray(estimate, dtype=float)
-        if not np.all(np.isfinite(w)):
-            return math.nan
-        return self.regularised_risk(w) - self.regularised_risk(self.theta_star)
-
-    def error(self, estimate) -> float:
-        """The ``metric``: misclassification rate (held out) or excess regularised risk."""
-        return self.misclassification(estimate) if self.metric == "misclassification" else self.excess_risk(estimate)
 
     @property
     def error_label(self) -> str:
@@ -530,10 +557,6 @@ class SVMProblem(Problem):
         if self.metric == "misclassification":
             return [(0.5, "random direction (data-free)"), (self.flip, "Bayes rate (label noise)")]
         return [(float(self.excess_risk(np.zeros(self.d))), "zero estimate")]
-
-    def other_metric(self) -> str:
-        """The error measure ``error`` does not return."""
-        return METRICS[1] if self.metric == METRICS[0] else METRICS[0]
 
     def report_sections(self, ds) -> list[str]:
         """The other error measure of the store's estimates, as a Markdown table: the mean over

@@ -31,7 +31,7 @@ import numpy as np
 
 from kngflow.problems.base import Problem
 from kngflow.problems.datasets import frozen, scale_to_unit
-from kngflow.models.svm.problem import (METRICS, SVMData, SVMProblem, check_smoothing, huber_loss_sum,
+from kngflow.models.svm.problem import (METRICS, ClassificationErrors, SVMData, SVMProblem, check_smoothing,
                                         regularised_minimiser, svm_data)
 
 __all__ = ["ANES_RANGES", "ANES_BOUND", "N_TRAIN", "N_HELD_OUT", "SPLIT_SEED", "anes96_records", "anes96_split",
@@ -94,7 +94,7 @@ def _training_minimiser(h: float, reg: float) -> np.ndarray:
 
 
 @dataclass(frozen=True, kw_only=True)
-class AnesSVMProblem(Problem):
+class AnesSVMProblem(ClassificationErrors, Problem):
     """The Huber-hinge SVM on the 1996 ANES vote (module docstring): fixed training rows, error
     on held-out rows.
 
@@ -157,32 +157,13 @@ class AnesSVMProblem(Problem):
         return int(n) * (self.d + 1) * 8
 
     # ---------------------------------------------------------------- errors
-    def misclassification(self, estimate) -> float:
-        """Rate of ``sign(x'w) != y`` on the held-out rows (``x'w = 0`` counts as an error)."""
-        w = np.asarray(estimate, dtype=float)
-        if not np.all(np.isfinite(w)):
-            return math.nan
-        _, _, X, y = anes96_split()
-        return float(np.mean(y * (X @ w) <= 0.0))
+    def held_out(self) -> tuple[np.ndarray, np.ndarray]:
+        """The held-out rows."""
+        return anes96_split()[2:]
 
-    def regularised_risk(self, estimate) -> float:
-        """``J(w)`` on the training rows."""
-        X, y, _, _ = anes96_split()
-        w = np.ascontiguousarray(estimate, dtype=float)
-        return huber_loss_sum(w, (X, y, self.h, N_TRAIN * self.reg)) / N_TRAIN
-
-    def excess_risk(self, estimate) -> float:
-        """``J(w) - J(theta_star)`` on the training rows."""
-        w = np.asarray(estimate, dtype=float)
-        if not np.all(np.isfinite(w)):
-            return math.nan
-        return self.regularised_risk(w) - self.regularised_risk(self.theta_star)
-
-    def error(self, estimate) -> float:
-        return self.misclassification(estimate) if self.metric == "misclassification" else self.excess_risk(estimate)
-
-    def other_metric(self) -> str:
-        return METRICS[1] if self.metric == METRICS[0] else METRICS[0]
+    def risk_sample(self) -> tuple[np.ndarray, np.ndarray]:
+        """The training rows: ``J`` is the training objective, ``theta_star`` its minimiser."""
+        return anes96_split()[:2]
 
     @property
     def error_label(self) -> str:
