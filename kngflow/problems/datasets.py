@@ -3,7 +3,7 @@
 Each model that serves a real data set holds its own loaders and their preprocessing
 (``kngflow/models/linear/datasets.py``: ``randhie``; ``kngflow/models/logistic/datasets.py``:
 ``fair``).  Here: :class:`RealData` (what a loader returns), the steps several loaders share
-(:func:`truncate_and_scale`, :func:`scale_to_unit`, :func:`frozen`) and
+(:func:`truncate_and_scale`, :func:`scale_to_unit`, :func:`scale_code_ranges`, :func:`frozen`) and
 :func:`catalogue`, which turns a model's ``{name: loader}`` table into its
 ``check_dataset`` / ``load_dataset`` pair.
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["RealData", "catalogue", "truncate_and_scale", "scale_to_unit", "frozen", "QUANTILES"]
+__all__ = ["RealData", "catalogue", "truncate_and_scale", "scale_to_unit", "scale_code_ranges", "frozen", "QUANTILES"]
 
 #: Truncation quantiles of Awan & Slavković §6.3.
 QUANTILES = (0.0001, 0.9999)
@@ -86,6 +86,20 @@ def truncate_and_scale(v: np.ndarray, quantiles: tuple = QUANTILES) -> tuple[np.
 def scale_to_unit(v: np.ndarray, lo: float, hi: float) -> np.ndarray:
     """``[lo, hi]`` onto ``[-1, 1]``, clipped against rounding."""
     return np.clip(2.0 * (v - lo) / (hi - lo) - 1.0, -1.0, 1.0)
+
+
+def scale_code_ranges(table, ranges: dict, name: str) -> list[np.ndarray]:
+    """The columns of ``table`` (a pandas DataFrame) named in ``ranges``, each mapped from its
+    public code range ``(lo, hi)`` onto ``[-1, 1]`` by :func:`scale_to_unit`, in the order of
+    ``ranges``.  A value outside its range raises ValueError naming the data set ``name`` and
+    the column: the ranges are the questionnaire's, so no preprocessing step reads the data."""
+    cols = []
+    for c, (lo, hi) in ranges.items():
+        v = table[c].to_numpy(dtype=np.float64)
+        if v.min() < lo or v.max() > hi:
+            raise ValueError(f"{name}: {c} outside its code range [{lo}, {hi}]")
+        cols.append(scale_to_unit(v, lo, hi))
+    return cols
 
 
 def frozen(a: np.ndarray) -> np.ndarray:

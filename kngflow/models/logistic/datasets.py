@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kngflow.problems.datasets import RealData, catalogue, frozen, scale_to_unit
+from kngflow.problems.datasets import RealData, catalogue, frozen, scale_code_ranges
 
 __all__ = ["DATASETS", "fair", "check_dataset", "load_dataset"]
 
@@ -28,12 +28,7 @@ def fair() -> RealData:
     from statsmodels.datasets import fair as _fair
 
     df = _fair.load_pandas().data
-    cols = [np.ones(len(df))]
-    for c, (lo, hi) in _FAIR_RANGES.items():
-        v = df[c].to_numpy(dtype=np.float64)
-        if v.min() < lo or v.max() > hi:  # the codes are the questionnaire's: never outside
-            raise ValueError(f"fair: {c} outside its code range [{lo}, {hi}]")
-        cols.append(scale_to_unit(v, lo, hi))
+    cols = [np.ones(len(df))] + scale_code_ranges(df, _FAIR_RANGES, "fair")
     return RealData(
         name="fair",
         problem="logistic",

@@ -30,7 +30,7 @@ from typing import ClassVar
 import numpy as np
 
 from kngflow.problems.base import Problem
-from kngflow.problems.datasets import frozen, scale_to_unit
+from kngflow.problems.datasets import frozen, scale_code_ranges
 from kngflow.models.svm.problem import (METRICS, ClassificationErrors, SVMData, SVMProblem, check_smoothing,
                                         regularised_minimiser, svm_data)
 
@@ -60,13 +60,7 @@ def anes96_records() -> tuple[np.ndarray, np.ndarray]:
     df = anes96.load_pandas().data
     if len(df) != N_ROWS:
         raise ValueError(f"anes96: expected {N_ROWS} rows, got {len(df)}")
-    cols = [np.ones(len(df))]
-    for c, (lo, hi) in ANES_RANGES.items():
-        v = df[c].to_numpy(dtype=np.float64)
-        if v.min() < lo or v.max() > hi:  # the codes are the questionnaire's: never outside
-            raise ValueError(f"anes96: {c} outside its code range [{lo}, {hi}]")
-        cols.append(scale_to_unit(v, lo, hi))
-    X = np.column_stack(cols) / ANES_BOUND
+    X = np.column_stack([np.ones(len(df))] + scale_code_ranges(df, ANES_RANGES, "anes96")) / ANES_BOUND
     # rounding can put a row of nine entries of size 1/3 a few ulps above the unit sphere
     norms = np.sqrt(np.einsum("ij,ij->i", X, X))
     X = X / np.maximum(norms, 1.0)[:, None]
