@@ -116,5 +116,5 @@ def _power(ka, kb, n, alpha, epsilon, delta) -> dict:
     statement = (f"power: a loss of {loss:.3f} or more on this pair, realised on one of these events, is flagged "
                  f"with probability >= {pw.POWER:g} with these draws ({method})" if np.isfinite(loss) else
                  f"power: no loss below {pw.LOSS_MAX:g} on these events is flagged with probability >= {pw.POWER:g} "
-                 f"with these draws (their masses are too small{': none occurred' if not (ka.any() or kb.any()) else ''})")
+                 f"with these draws (their masses are too small{'' if ka.any() or kb.any() else ': none occurred'})")
     return {"loss": loss, "power": pw.POWER, "method": method, "statement": statement}

@@ -333,9 +333,10 @@ def _budgeted_draws(args, mechanism, data, run_eps, seed, plan, pair, records) -
     draws = next((n for n in BUDGET_DRAWS if count(n) * per <= left), BUDGET_DRAWS[-1])
     if draws < DEFAULT_DRAWS:
         over = "" if count(draws) * per <= left else f"; {draws} take about {_duration(count(draws) * per)}"
+        full = _duration(count(DEFAULT_DRAWS) * per)
         print(f"draws: {draws} releases per data set, not {DEFAULT_DRAWS}: at {per * 1e3:.3g} ms of CPU per release "
-              f"{DEFAULT_DRAWS} would take about {_duration(count(DEFAULT_DRAWS) * per)}, over the {_duration(max(0, left))} "
-              f"left of the time budget of {args.budget:g} s{over} (--time-budget S; --draws N draws N)", flush=True)
+              f"{DEFAULT_DRAWS} would take about {full}, over the {_duration(max(0, left))} left of the time budget "
+              f"of {args.budget:g} s{over} (--time-budget S; --draws N draws N)", flush=True)
     return draws
 
 
