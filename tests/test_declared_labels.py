@@ -98,6 +98,11 @@ def test_figures_and_report_follow_the_store_declarations(labelled_store, tmp_pa
     assert "‖θ*‖₂ (zero estimate)" not in drawn
     ax = figures.figure_error_vs_n(ds, epsilon=1.0).axes[0]
     assert ax.get_ylabel() == "log10(average projection distance to the subspace)"
+    # a long declared label is broken into lines of at most 56 characters
+    long = ds.assign_attrs(error_label="projection distance ‖VVᵀ − UUᵀ‖_F to the population subspace")
+    label = figures.figure_error_vs_n(long, epsilon=1.0).axes[0].get_ylabel()
+    assert "\n" in label and max(map(len, label.split("\n"))) <= 56
+    assert label.replace("\n", " ") == "log10(average projection distance ‖VVᵀ − UUᵀ‖_F to the population subspace)"
     md = write_report(path, tmp_path / "rep", html=True)
     assert "Error: projection distance to the subspace." in md
     assert "random subspace = 1.5" in md

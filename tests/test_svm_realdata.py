@@ -51,7 +51,7 @@ def test_problem_reference_and_declarations():
     rate = p.error(w)
     assert 0.05 < rate < 0.2  # party identification and placements separate the vote well
     assert p.excess_risk(w) == 0.0 and p.excess_risk(np.zeros(9)) > 0
-    assert p.error_label.startswith("misclassification rate on the 236 held-out rows")
+    assert p.error_label == "misclassification on the 236 held-out rows"
     assert p.reference_lines == [(0.5, "random direction (data-free)"), (rate, "non-private minimiser")]
     assert AnesSVMProblem(metric="excess_risk").error(np.zeros(9)) == pytest.approx(p.excess_risk(np.zeros(9)))
     with pytest.raises(ValueError, match="metric"):
@@ -93,7 +93,7 @@ def test_study_runs_through_the_cli(tmp_path):
     report = kngflow_cli("report", store, "--out", out, "--claims", WORKFLOWS / "svm_anes.claims.toml")
     assert report.returncode == 0, report.stdout + report.stderr
     md = (out / "report.md").read_text()
-    assert "Error: misclassification rate on the 236 held-out rows." in md
+    assert "Error: misclassification on the 236 held-out rows." in md
     assert "random direction (data-free) = 0.5" in md
     assert "The other error measure: excess regularised risk" in md
     assert "anes-objective-beats-output" in md and "anes-kng-beats-output" in md

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import math
+import textwrap
 
 import numpy as np
 import xarray as xr
@@ -59,6 +60,15 @@ _PALETTE = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab
 _MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">"]
 
 XLABEL_N = "log10(n)"
+
+
+#: longest axis label kept on one line (a problem's declared error label can be long)
+_LABEL_WIDTH = 56
+
+
+def _axis_label(text: str) -> str:
+    """``text`` broken into lines of at most :data:`_LABEL_WIDTH` characters."""
+    return textwrap.fill(text, _LABEL_WIDTH)
 
 
 def _styles(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
@@ -210,7 +220,7 @@ def figure_error_vs_n(
     ax.set_xticks(x)
     ax.set_xticklabels([f"{v:g}" for v in np.round(x, 2)])
     ax.set_xlabel(XLABEL_N)
-    ax.set_ylabel(f"log10(average {error_label(ds)})")
+    ax.set_ylabel(_axis_label(f"log10(average {error_label(ds)})"))
     ax.set_title(title if title is not None else _titled(ds, f"error vs n, ε = {_s.format_epsilon(eps)}"))
     ax.grid(True, alpha=0.3)
     if legend:
@@ -267,7 +277,7 @@ def figure_error_vs_epsilon(
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel("ε (log2 scale)")
-    ax.set_ylabel(f"{statistic} {error_label(ds)}")
+    ax.set_ylabel(_axis_label(f"{statistic} {error_label(ds)}"))
     ax.set_title(title if title is not None else _titled(ds, f"error vs ε, n = {_tex_n(n_val)}"))
     ax.grid(True, alpha=0.3)
     if legend:

@@ -162,7 +162,7 @@ class AnesSVMProblem(ClassificationErrors, Problem):
     @property
     def error_label(self) -> str:
         if self.metric == "misclassification":
-            return f"misclassification rate on the {N_HELD_OUT} held-out rows"
+            return f"misclassification on the {N_HELD_OUT} held-out rows"
         return "excess regularised risk J(w) − J(ŵ) on the training rows"
 
     @property
