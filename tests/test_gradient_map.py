@@ -23,6 +23,7 @@ from scipy import stats
 from kngflow.kernels import SAMPLER_CODES
 from kngflow.kernels.gradient_map import BASE_SHARE, cholesky_logdet
 from kngflow.api import get_mechanism
+from kngflow.mechanisms.draws import DrawInfo
 from kngflow.mechanisms.generic import gradient_map_draws
 from kngflow.models.geomedian.mechanisms import geomedian_hessian
 from kngflow.models.geomedian.problem import geomedian_gradient
@@ -94,12 +95,14 @@ def test_linear_gradient_map_is_the_exact_sampler(norm):
     p = get_problem("linear", d=3, theta_star=[0.2, -0.3, 0.1])
     stats_ = p.simulate(5000, np.random.default_rng(4))
     mech = get_mechanism("linear", "kng", hardened=False, norm=norm, sampler="gradient_map", proposals=5)
-    exact, tries = mech.draw_exact(stats_, 1.0, np.random.default_rng(5), 3000)
+    exact, info = mech.draw_exact(stats_, 1.0, np.random.default_rng(5), 3000)
+    tries = int(info.steps.sum())
     assert tries == 3000
-    gm, acc, steps = mech.draw_gradient_map(stats_, 1.0, np.random.default_rng(6), 3000)
+    gm, info = mech.draw_gradient_map(stats_, 1.0, np.random.default_rng(6), 3000)
+    acc, steps = info.acceptance, info.steps
     assert np.all(acc == 1.0) and np.all(steps == 5)
     assert ks_min(gm, exact) > P_REJECT
-    wrong, _, _ = mech.draw_gradient_map(stats_, 2.0, np.random.default_rng(6), 3000)
+    wrong, _ = mech.draw_gradient_map(stats_, 2.0, np.random.default_rng(6), 3000)
     assert ks_min(wrong, exact) < P_REJECT
     rel = mech.release(stats_, 1.0, np.random.default_rng(7))
     assert rel.info == {"sampler": "gradient_map", "acceptance": 1.0, "steps": 5}
@@ -112,10 +115,11 @@ def test_mean_gradient_map_is_the_exact_sampler(norm):
     exact_mech = get_mechanism("mean", "kng", hardened=False, norm=norm)
     mech = get_mechanism("mean", "kng", hardened=False, norm=norm, sampler="gradient_map")
     exact = np.array([exact_mech.release(data, 1.0, np.random.default_rng([9, i])).estimate for i in range(3000)])
-    gm, acc, steps = mech.draw_gradient_map(data, 1.0, np.random.default_rng(10), 3000)
+    gm, info = mech.draw_gradient_map(data, 1.0, np.random.default_rng(10), 3000)
+    acc, steps = info.acceptance, info.steps
     assert np.all(acc == 1.0) and np.all(steps == mech.proposals)
     assert ks_min(gm, exact) > P_REJECT
-    wrong, _, _ = mech.draw_gradient_map(data, 2.0, np.random.default_rng(10), 3000)
+    wrong, _ = mech.draw_gradient_map(data, 2.0, np.random.default_rng(10), 3000)
     assert ks_min(wrong, exact) < P_REJECT
     rel = mech.release(data, 1.0, np.random.default_rng(11))
     assert rel.info["sampler"] == "gradient_map" and rel.info["acceptance"] == 1.0
@@ -130,7 +134,8 @@ def test_logistic_gradient_map_matches_the_grid_density():
     data = p.simulate(10_000, np.random.default_rng(12))
     mech = get_mechanism("logistic", "kng", hardened=False)
     assert mech.proposals == 50
-    gm, acc, steps = mech.draw_gradient_map(data, 1.0, np.random.default_rng(14), 1500)
+    gm, info = mech.draw_gradient_map(data, 1.0, np.random.default_rng(14), 1500)
+    acc, steps = info.acceptance, info.steps
     # a fifth of the proposals are base-measure draws, rejected at this n: acceptance ~0.8
     assert acc.mean() > 0.95 * (1 - BASE_SHARE) and np.all(steps == 50)
     centre, half = np.median(gm, axis=0), 12 * gm.std(axis=0)
@@ -144,7 +149,7 @@ def test_logistic_gradient_map_matches_the_grid_density():
         return min(stats.kstest(draws[:, j], lambda x, j=j: np.interp(x, axes[j], cdfs[j])).pvalue for j in range(2))
 
     assert ks(gm) > P_REJECT
-    wrong, _, _ = mech.draw_gradient_map(data, 2.0, np.random.default_rng(14), 1500)
+    wrong, _ = mech.draw_gradient_map(data, 2.0, np.random.default_rng(14), 1500)
     assert ks(wrong) < P_REJECT
 
 
@@ -202,9 +207,10 @@ def test_logistic_gradient_map_passes_the_blackbox_audit_on_a_tiny_data_set():
 
     class MapAlone(type(mech)):
         def draw_gradient_map(self, data, epsilon, rng, size, proposals=None):
-            return gradient_map_draws(type(self).gradient, type(self).hessian, self.kernel_args(data),
-                                      self.rate(data, epsilon), self.norm, self.domain(data), 0.0, rng, size,
-                                      int(proposals or self.proposals), self.max_tries)
+            out, acc, steps = gradient_map_draws(type(self).gradient, type(self).hessian, self.kernel_args(data),
+                                                 self.rate(data, epsilon), self.norm, self.domain(data), 0.0, rng,
+                                                 size, int(proposals or self.proposals), self.max_tries)
+            return out, DrawInfo("gradient_map", acc, steps)
 
     p = get_problem("logistic", beta=[0.5, -1.0])
     pair = parse_pair("(-1,0,1) + (0,0,0) -> (1,-1,0)", 3)
@@ -232,6 +238,6 @@ def test_warm_start_only_for_the_map_alone():
         default, explicit = draws(share), draws(share, warm=warm)
         for a, b in zip(default, explicit):
             np.testing.assert_array_equal(a, b)
-    got = mech.draw_gradient_map(data, 1.0, np.random.default_rng(19), 40, proposals=10)
-    for a, b in zip(got, draws(BASE_SHARE, warm=False)):
+    theta, info = mech.draw_gradient_map(data, 1.0, np.random.default_rng(19), 40, proposals=10)
+    for a, b in zip((theta, info.acceptance, info.steps), draws(BASE_SHARE, warm=False)):
         np.testing.assert_array_equal(a, b)

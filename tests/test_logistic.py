@@ -89,7 +89,8 @@ def test_kng_metropolis_matches_integrated_density():
     data = p.simulate(40, np.random.default_rng(3))
     mech = get_mechanism("logistic", "kng", hardened=False, norm="linf", bound=4.0, steps=300)
     cdfs = grid_marginals(mech, data, 1.0, (-4, -4), (4, 4))
-    draws, acc = mech.draw_metropolis(data, 1.0, np.random.default_rng(4), 1000)
+    draws, info = mech.draw_metropolis(data, 1.0, np.random.default_rng(4), 1000)
+    acc = info.acceptance
     assert 0.2 < acc.mean() < 0.7
     assert min(stats.kstest(draws[:, k], cdfs[k]).pvalue for k in range(2)) > P_REJECT
     wrong, _ = mech.draw_metropolis(data, 3.0, np.random.default_rng(4), 1000)

@@ -104,12 +104,13 @@ def test_preconditioned_chain_follows_the_density(norm, base):
     mech = get_mechanism("logistic", "kng", hardened=False, norm=norm, steps=400, **opts)
     reach = 4.0 if base == "uniform" else 8.0
     cdfs = projection_cdfs(mech, data, 1.0, reach, PROJECTIONS)
-    draws, acc, dirs = mech.draw_preconditioned(data, 1.0, np.random.default_rng(7), 2000)
+    draws, info = mech.draw_preconditioned(data, 1.0, np.random.default_rng(7), 2000)
+    acc, dirs = info.acceptance, info.directions
     assert 0.2 < acc.mean() < 0.7
     cosine = np.abs(np.sum(dirs[:, 0] * dirs[:, 1], axis=1))  # |cos| between the two directions
     assert np.median(cosine) > 0.5  # far from orthogonal axes
     assert min_pvalue(draws, cdfs) > P_REJECT
-    wrong, _, _ = mech.draw_preconditioned(data, 2.0, np.random.default_rng(7), 2000)
+    wrong, _ = mech.draw_preconditioned(data, 2.0, np.random.default_rng(7), 2000)
     assert min_pvalue(wrong, cdfs) < P_REJECT
 
 
@@ -117,7 +118,8 @@ def test_unpreconditioned_path_is_the_generic_kernel():
     """``precondition=False`` runs :func:`metropolis_chains` itself: same draws."""
     data = get_problem("logistic").simulate(300, np.random.default_rng(2))
     mech = get_mechanism("logistic", "kng", hardened=False, precondition=False, steps=40)
-    got, acc = mech.draw_metropolis(data, 1.0, np.random.default_rng(3), 3)
+    got, info = mech.draw_metropolis(data, 1.0, np.random.default_rng(3), 3)
+    acc = info.acceptance
     out, acc2 = np.empty((3, data.d)), np.empty(3)
     metropolis_chains(kng_energy(logistic_gradient), np.random.default_rng(3), mech.energy_data(data, 0.25),
                       np.zeros(data.d), 10.0, 0.0, 40, out, acc2)

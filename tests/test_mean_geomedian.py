@@ -213,7 +213,8 @@ def test_geomedian_kng_metropolis_matches_the_normalised_density():
     data = geomedian_data(X)
     mech = get_mechanism("geomedian", "kng", hardened=False, norm="l2", bound=1.0, steps=300)
     rng = np.random.default_rng(7)
-    draws, acc = mech.draw_metropolis(data, 2.0, rng, 3000)
+    draws, info = mech.draw_metropolis(data, 2.0, rng, 3000)
+    acc = info.acceptance
     assert 0.2 < acc.mean() < 0.8
 
     def ks(eps):

@@ -47,7 +47,7 @@ def ks_p(draws, cdf):
 
 def draws(kind, data, eps, size, seed, **opts):
     mech = get_mechanism("quantile", kind, hardened=False, **opts)
-    return mech.draw_exact(data, eps, np.random.default_rng(seed), size)[:, 0]
+    return mech.draw_exact(data, eps, np.random.default_rng(seed), size)[0][:, 0]
 
 
 CASES = {
@@ -143,7 +143,8 @@ def test_metropolis_agrees_with_exact(kind):
     data = quantile_data(y, 0.5, -4.0, 4.0)
     mech = get_mechanism("quantile", kind, hardened=False, sampler="metropolis", steps=400)
     eps = 1.0
-    chains, acc = mech.draw_metropolis(data, eps, np.random.default_rng(11), 2000)
+    chains, info = mech.draw_metropolis(data, eps, np.random.default_rng(11), 2000)
+    acc = info.acceptance
     assert 0.2 < acc.mean() < 0.7
     exact = draws(kind, data, eps, 20_000, 12)
     assert stats.ks_2samp(chains[:, 0], exact).pvalue > P_REJECT

@@ -138,11 +138,11 @@ def test_gibbs_matches_integrated_density(kind, norm, n, eps, window):
     data = sim(n, 3)
     mech = build(kind, norm)
     cdfs = grid_marginals(mech, data, eps, *box(data, window))
-    draws = mech.draw_gibbs(data, eps, np.random.default_rng(4), 2000, sweeps=10)
+    draws, _ = mech.draw_gibbs(data, eps, np.random.default_rng(4), 2000, sweeps=10)
     assert np.all(np.abs(draws).sum(1) <= mech.bound + 1e-12)
     assert ks_marginals(draws, cdfs) > P_REJECT
     # Negative control: the chains at 3 epsilon do not follow this density.
-    wrong = mech.draw_gibbs(data, 3 * eps, np.random.default_rng(4), 2000, sweeps=10)
+    wrong, _ = mech.draw_gibbs(data, 3 * eps, np.random.default_rng(4), 2000, sweeps=10)
     assert ks_marginals(wrong, cdfs) < P_REJECT
 
 
@@ -152,10 +152,11 @@ def test_metropolis_matches_integrated_density_and_gibbs(kind, norm, n, eps, win
     data = sim(n, 3)
     mech = build(kind, norm, sampler="metropolis", steps=300)
     cdfs = grid_marginals(mech, data, eps, *box(data, window))
-    draws, acc = mech.draw_metropolis(data, eps, np.random.default_rng(5), 1000)
+    draws, info = mech.draw_metropolis(data, eps, np.random.default_rng(5), 1000)
+    acc = info.acceptance
     assert 0.2 < acc.mean() < 0.7
     assert ks_marginals(draws, cdfs) > P_REJECT
-    gibbs = mech.draw_gibbs(data, eps, np.random.default_rng(6), 1000, sweeps=10)
+    gibbs, _ = mech.draw_gibbs(data, eps, np.random.default_rng(6), 1000, sweeps=10)
     assert min(stats.ks_2samp(draws[:, k], gibbs[:, k]).pvalue for k in range(2)) > P_REJECT
     wrong, _ = mech.draw_metropolis(data, 3 * eps, np.random.default_rng(5), 1000)
     assert min(stats.ks_2samp(wrong[:, k], gibbs[:, k]).pvalue for k in range(2)) < P_REJECT
@@ -214,8 +215,10 @@ def test_banded_metropolis_is_the_generic_chain(n, base):
     data = sim(n, 12)
     kind = "exponential" if base == "uniform" else "kng"
     mech = get_mechanism("quantreg", kind, hardened=False, steps=400, base=base, base_scale=0.5)
-    fast, acc_fast = mech.draw_metropolis(data, 1.0, np.random.default_rng(13), 3)
-    slow, acc_slow = Sampled.draw_metropolis(mech, data, 1.0, np.random.default_rng(13), 3)
+    fast, info = mech.draw_metropolis(data, 1.0, np.random.default_rng(13), 3)
+    acc_fast = info.acceptance
+    slow, info_slow = Sampled.draw_metropolis(mech, data, 1.0, np.random.default_rng(13), 3)
+    acc_slow = info_slow.acceptance
     if kind == "exponential":
         np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-9)
         np.testing.assert_array_equal(acc_fast, acc_slow)
@@ -448,11 +451,12 @@ def test_surrogate_map_matches_integrated_density(norm, n, eps, window, steps):
     mech = build("kng", norm, steps=steps)
     assert mech.available_samplers()[0] == "surrogate_map"
     cdfs = grid_marginals(mech, data, eps, *box(data, window))
-    draws, acc, steps = mech.draw_surrogate_map(data, eps, np.random.default_rng(4), 2000)
+    draws, info = mech.draw_surrogate_map(data, eps, np.random.default_rng(4), 2000)
+    acc, steps = info.acceptance, info.steps
     assert np.all(np.abs(draws).sum(1) <= mech.bound + 1e-12)
     assert np.all(steps == mech.steps + 50) and 0.2 < acc.mean() <= 1.0
     assert ks_marginals(draws, cdfs) > P_REJECT
-    wrong, _, _ = mech.draw_surrogate_map(data, 2 * eps, np.random.default_rng(4), 2000)  # negative control
+    wrong, _ = mech.draw_surrogate_map(data, 2 * eps, np.random.default_rng(4), 2000)  # negative control
     assert ks_marginals(wrong, cdfs) < P_REJECT
 
 
@@ -461,10 +465,10 @@ def test_surrogate_map_gaussian_base_matches_integrated_density():
     data = sim(25, 7)
     mech = get_mechanism("quantreg", "kng", hardened=False, base="gaussian", base_scale=0.4)
     cdfs = grid_marginals(mech, data, 1.0, (-2.5, -2.5), (2.5, 2.5), base_scale=0.4)
-    draws, _, _ = mech.draw_surrogate_map(data, 1.0, np.random.default_rng(8), 2000)
+    draws, _ = mech.draw_surrogate_map(data, 1.0, np.random.default_rng(8), 2000)
     assert ks_marginals(draws, cdfs) > P_REJECT
     wide = get_mechanism("quantreg", "kng", hardened=False, base="gaussian", base_scale=1.0)
-    wrong, _, _ = wide.draw_surrogate_map(data, 1.0, np.random.default_rng(8), 2000)
+    wrong, _ = wide.draw_surrogate_map(data, 1.0, np.random.default_rng(8), 2000)
     assert ks_marginals(wrong, cdfs) < P_REJECT
 
 
@@ -480,7 +484,7 @@ def test_surrogate_map_never_stuck_at_n_1e5():
     data = get_problem("quantreg", tau=0.5, theta_star=[0.0, -1.0], protocol="paper").simulate(
         100_000, np.random.default_rng(21))
     mech = build("kng", "linf", bound=1.0)
-    draws, _, _ = mech.draw_surrogate_map(data, 1.0, np.random.default_rng(22), 200)
+    draws, _ = mech.draw_surrogate_map(data, 1.0, np.random.default_rng(22), 200)
     energy = -mech.log_density(data, 1.0, draws)
     assert energy.max() < STUCK
     prior = np.random.default_rng(23).uniform(-0.5, 0.5, size=(20, 2))

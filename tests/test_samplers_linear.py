@@ -50,8 +50,9 @@ def test_exact_gibbs_metropolis_agree(kind, d, n):
     mech = get_mechanism("linear", kind, hardened=False, bound=1.0)
     eps = 1.0
     exact, _ = mech.draw_exact(stats, eps, np.random.default_rng(1), DRAWS, max_tries=10**6)
-    gibbs = mech.draw_gibbs(stats, eps, np.random.default_rng(2), DRAWS, sweeps=300)
-    metro, acc = mech.draw_metropolis(stats, eps, np.random.default_rng(3), DRAWS, steps=4000)
+    gibbs, _ = mech.draw_gibbs(stats, eps, np.random.default_rng(2), DRAWS, sweeps=300)
+    metro, info = mech.draw_metropolis(stats, eps, np.random.default_rng(3), DRAWS, steps=4000)
+    acc = info.acceptance
     assert np.all(np.abs(exact).sum(1) <= 1.0 + 1e-12)
     assert np.all(np.abs(gibbs).sum(1) <= 1.0 + 1e-12)
     assert np.all(np.abs(metro).sum(1) <= 1.0 + 1e-12)
@@ -60,7 +61,7 @@ def test_exact_gibbs_metropolis_agree(kind, d, n):
     assert_same_law(exact, metro, 3)
     assert_same_law(gibbs, metro, 3)
     # Negative control: the same chains at twice the rate (wrong scale) must be caught.
-    gibbs_wrong = mech.draw_gibbs(stats, 2 * eps, np.random.default_rng(4), DRAWS, sweeps=300)
+    gibbs_wrong, _ = mech.draw_gibbs(stats, 2 * eps, np.random.default_rng(4), DRAWS, sweeps=300)
     metro_wrong, _ = mech.draw_metropolis(stats, 2 * eps, np.random.default_rng(5), DRAWS, steps=4000)
     assert_different_law(exact, gibbs_wrong, 3)
     assert_different_law(exact, metro_wrong, 3)
@@ -70,9 +71,9 @@ def test_l1_kng_gibbs_agrees_with_exact():
     stats = get_problem("linear", d=3).simulate(10**4, np.random.default_rng(9))
     mech = get_mechanism("linear", "kng", hardened=False, norm="l1", bound=1.0)
     exact, _ = mech.draw_exact(stats, 1.0, np.random.default_rng(1), DRAWS)
-    gibbs = mech.draw_gibbs(stats, 1.0, np.random.default_rng(2), DRAWS, sweeps=200)
+    gibbs, _ = mech.draw_gibbs(stats, 1.0, np.random.default_rng(2), DRAWS, sweeps=200)
     assert_same_law(exact, gibbs, 1)
-    wrong = mech.draw_gibbs(stats, 2.0, np.random.default_rng(2), DRAWS, sweeps=200)
+    wrong, _ = mech.draw_gibbs(stats, 2.0, np.random.default_rng(2), DRAWS, sweeps=200)
     assert_different_law(exact, wrong, 1)
 
 
@@ -132,30 +133,48 @@ def test_piecewise_draw_matches_density():
     assert sps.kstest(draws, lambda x: np.interp(x, grid, wcdf)).pvalue < 1e-5
 
 
-def test_kernels_equal_py_func():
+def test_kernels_equal_py_func(monkeypatch):
+    """The chains' jitted start and sweeps against their Python source, draw for draw."""
+    from kngflow.models.linear import sampler
+
     stats = get_problem("linear", d=3).simulate(500, np.random.default_rng(0))
-    for kind in (KIND_KNG_LINF, KIND_KNG_L1):
-        a, b = np.empty((2, 3)), np.empty((2, 3))
-        gibbs_chains(np.random.default_rng(4), stats.G, stats.c, 0.2, 1.0, kind, 5, a)
-        gibbs_chains.py_func(np.random.default_rng(4), stats.G, stats.c, 0.2, 1.0, kind, 5, b)
+    pieces = ("_gibbs_start", "_gibbs_sweeps", "_metropolis_start", "_metropolis_sweeps")
+
+    def run(python):
+        with monkeypatch.context() as m:
+            for name in pieces if python else ():
+                m.setattr(sampler, name, getattr(sampler, name).py_func)
+            outs = []
+            for kind in (KIND_KNG_LINF, KIND_KNG_L1):
+                outs.append(np.empty((2, 3)))
+                gibbs_chains(np.random.default_rng(4), stats.G, stats.c, 0.2, 1.0, kind, 5, outs[-1])
+            outs += [np.empty((2, 3)), np.empty(2)]
+            metropolis_chains(np.random.default_rng(4), stats.G, stats.c, 0.2, 1.0, KIND_KNG_LINF, 60, *outs[-2:])
+            return outs
+
+    for a, b in zip(run(False), run(True)):
         assert np.array_equal(a, b)
-    a, b = np.empty((2, 3)), np.empty((2, 3))
-    acc_a, acc_b = np.empty(2), np.empty(2)
-    metropolis_chains(np.random.default_rng(4), stats.G, stats.c, 0.2, 1.0, KIND_KNG_LINF, 60, a, acc_a)
-    metropolis_chains.py_func(np.random.default_rng(4), stats.G, stats.c, 0.2, 1.0, KIND_KNG_LINF, 60, b, acc_b)
-    assert np.array_equal(a, b) and np.array_equal(acc_a, acc_b)
 
 
-def test_kernel_callable_from_njit():
+def test_chain_pieces_callable_from_njit():
+    """The chain loop (kngflow.kernels.metropolis.run_chains) runs in Python; the jitted pieces
+    it calls run a chain from njit code too."""
     import numba
+
+    from kngflow.kernels.metropolis import new_tuner
+    from kngflow.models.linear.sampler import _gibbs_start, _gibbs_sweeps
 
     @numba.njit
     def run(rng, G, c, out):
-        gibbs_chains(rng, G, c, 0.5, 1.0, 2, 3, out)
+        d = c.shape[0]
+        state = (out, new_tuner(d), rng, G, c, 0.5, 1.0, 2, np.empty(d), np.empty(d), np.empty(2 * d + 2),
+                 np.empty(2 * d + 2), np.empty(2 * d + 2), np.empty(2 * d + 2), np.empty(d), np.zeros(1))
+        _gibbs_start(None, None, state, 0)
+        _gibbs_sweeps(None, None, state, 3)
         return out.sum()
 
     stats = get_problem("linear", d=2).simulate(100, np.random.default_rng(0))
-    out = np.empty((1, 2))
+    out = np.empty(2)
     assert np.isfinite(run(np.random.default_rng(0), stats.G, stats.c, out))
 
 
@@ -207,8 +226,8 @@ def test_gibbs_and_metropolis_agree_on_singular_gram(kind, norm, x2):
     stats = stats_from_arrays(np.column_stack([np.ones(40), np.full(40, x2)]), y, y_bound=1.0)
     mech = get_mechanism("linear", kind, hardened=False, **({"norm": norm} if norm else {}))
     M = np.array([[1.0, 1.0], [1.0, -1.0]]) if x2 else np.eye(2)  # the identified direction first
-    gibbs = mech.draw_gibbs(stats, 1.0, np.random.default_rng(1), DRAWS, sweeps=200) @ M
+    gibbs = mech.draw_gibbs(stats, 1.0, np.random.default_rng(1), DRAWS, sweeps=200)[0] @ M
     metro = mech.draw_metropolis(stats, 1.0, np.random.default_rng(2), DRAWS, steps=2000)[0] @ M
     assert_same_law(gibbs, metro, 1)
-    wrong = mech.draw_gibbs(stats, 2.0, np.random.default_rng(3), DRAWS, sweeps=200) @ M
+    wrong = mech.draw_gibbs(stats, 2.0, np.random.default_rng(3), DRAWS, sweeps=200)[0] @ M
     assert_different_law(metro, wrong, 1)

@@ -391,13 +391,14 @@ def test_kng_gradient_map_follows_the_density(n):
     m = mech.KNG(hardened=False, bound=6.0)
     assert m.proposals == mech.KNG_PROPOSALS == 200
     cdfs = _grid_marginals(m, data, 1.0, 6.0)
-    draws, acc, _ = m.draw_gradient_map(data, 1.0, np.random.default_rng(12), 2000)
+    draws, info = m.draw_gradient_map(data, 1.0, np.random.default_rng(12), 2000)
+    acc = info.acceptance
     assert np.all(np.abs(draws).sum(1) <= 6.0) and acc.mean() > 0.05
     assert _min_p(draws, cdfs) > P_REJECT
-    wrong, _, _ = m.draw_gradient_map(data, 2.0, np.random.default_rng(12), 2000)
+    wrong, _ = m.draw_gradient_map(data, 2.0, np.random.default_rng(12), 2000)
     assert _min_p(wrong, cdfs) < P_REJECT
     if n == 50:
-        short, _, _ = m.draw_gradient_map(data, 1.0, np.random.default_rng(12), 2000, proposals=50)
+        short, _ = m.draw_gradient_map(data, 1.0, np.random.default_rng(12), 2000, proposals=50)
         assert _min_p(short, cdfs) < P_REJECT
 
 
@@ -408,10 +409,11 @@ def test_hinge_kng_surrogate_map_follows_the_density():
     data = _data(30, 13)
     m = mech.HingeKNG(hardened=False, bound=6.0, steps=200)
     cdfs = _grid_marginals(m, data, 1.0, 6.0)
-    draws, acc, steps = m.draw_surrogate_map(data, 1.0, np.random.default_rng(14), 1000)
+    draws, info = m.draw_surrogate_map(data, 1.0, np.random.default_rng(14), 1000)
+    acc, steps = info.acceptance, info.steps
     assert np.all(steps == 250) and acc.mean() > 0.05
     assert _min_p(draws, cdfs) > P_REJECT
-    wrong, _, _ = m.draw_surrogate_map(data, 2.0, np.random.default_rng(14), 1000)
+    wrong, _ = m.draw_surrogate_map(data, 2.0, np.random.default_rng(14), 1000)
     assert _min_p(wrong, cdfs) < P_REJECT
 
 

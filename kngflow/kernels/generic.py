@@ -66,13 +66,13 @@ from kngflow.kernels.metropolis import (
     PRECOND,
     TARGET_ACCEPTANCE,
     accept,
-    acceptance_rate,
     base_measure,
     end_sweep,
     new_tuner,
     propose_coordinate,
     record,
     reset_tuner,
+    run_chains,
     settle,
     start_chain,
 )
@@ -145,7 +145,6 @@ def energies(energy, thetas, data, out):
         out[m] = energy(thetas[m], data)
 
 
-@jit(cache=False)
 def metropolis_chains(energy, rng, data, center, B, base_scale, steps, out, acc_out, lattice=0.0):
     """Run ``out.shape[0]`` independent chains of ``steps`` sweeps; final states to ``out``.
 
@@ -162,30 +161,42 @@ def metropolis_chains(energy, rng, data, center, B, base_scale, steps, out, acc_
     lattice : float, > 0 for steps on that dyadic lattice (exact positions; hardened releases).
     """
     d = center.shape[0]
-    theta = np.empty(d)
-    tuner = new_tuner(d)
+    B = float(B)
+    state = (np.empty(d), new_tuner(d), rng, data, center, B, base_measure(B, float(base_scale)), float(lattice),
+             int(steps) // 2, np.zeros(2))
+    run_chains(_start, _sweeps, energy, None, state, int(steps), out, acc_out)
+
+
+@jit(cache=False)
+def _start(energy, _, state, ch):
+    """A chain of :func:`metropolis_chains` starts at ``center``; its ℓ1 distance and energy there."""
+    theta, tuner, rng, data, center, B, base, lattice, burn, x = state
+    start_chain(theta, center, tuner, 0.5 * base[1])
+    x[0] = 0.0
+    x[1] = energy(theta, data)
+
+
+@jit(cache=False)
+def _sweeps(energy, _, state, steps):
+    """The sweeps of a chain of :func:`metropolis_chains` (from the ℓ1 distance and energy in ``x``)."""
+    theta, tuner, rng, data, center, B, base, lattice, burn, x = state
+    gauss, radius, inv2s2 = base
     sig = tuner[0]
-    burn = steps // 2
-    gauss, radius, inv2s2 = base_measure(B, base_scale)
-    for ch in range(out.shape[0]):
-        start_chain(theta, center, tuner, 0.5 * radius)
-        l1 = 0.0
-        e = energy(theta, data)
-        for s in range(steps):
-            for j in range(d):
-                tj, _, dbase, l1n, inside = propose_coordinate(rng, theta, j, sig[j], center[j], l1, B, gauss, inv2s2,
-                                                               lattice)
-                ok = False
-                if inside:
-                    en = energy(theta, data)
-                    ok = accept(rng, en - e + dbase)
-                    if ok:
-                        e = en
-                        l1 = l1n
-                settle(tuner, theta, j, tj, ok, s < burn)
-            end_sweep(tuner, GENERIC, s, burn, radius)
-        out[ch, :] = theta
-        acc_out[ch] = acceptance_rate(tuner)
+    l1 = x[0]
+    e = x[1]
+    for s in range(steps):
+        for j in range(theta.shape[0]):
+            tj, _, dbase, l1n, inside = propose_coordinate(rng, theta, j, sig[j], center[j], l1, B, gauss, inv2s2,
+                                                           lattice)
+            ok = False
+            if inside:
+                en = energy(theta, data)
+                ok = accept(rng, en - e + dbase)
+                if ok:
+                    e = en
+                    l1 = l1n
+            settle(tuner, theta, j, tj, ok, s < burn)
+        end_sweep(tuner, GENERIC, s, burn, radius)
 
 
 @functools.cache
@@ -300,7 +311,6 @@ def _update_directions(jacobian, theta, data, J, V, W):
                 V[j, i] = W[j, i]
 
 
-@jit(cache=False)
 def precond_metropolis_chains(energy, jacobian, rng, data, center, B, base_scale, steps, out, acc_out, dir_out):
     """:func:`metropolis_chains` along preconditioned directions (see the module docstring).
 
@@ -309,55 +319,69 @@ def precond_metropolis_chains(energy, jacobian, rng, data, center, B, base_scale
     :data:`BATCH` sweeps of the burn-in from its acceptance over its ``BATCH / 2``
     proposals.  ``jacobian(theta, data, J)`` fills ``J`` (d, d) with the Jacobian of the
     gradient; ``dir_out`` (chains, d, d) receives each chain's frozen preconditioned
-    directions (rows).  Other parameters and returns as :func:`metropolis_chains`; initial
-    scales ``B / 2`` (or ``2 base_scale``) along unit directions.
+    directions (rows; chain ``ch`` works in ``dir_out[ch]``).  Other parameters and returns
+    as :func:`metropolis_chains`; initial scales ``B / 2`` (or ``2 base_scale``) along unit
+    directions.
     """
     d = center.shape[0]
-    theta = np.empty(d)
-    prop = np.empty(d)
-    tuner = new_tuner(2 * d)
+    B = float(B)
+    state = (np.empty(d), new_tuner(2 * d), rng, data, center, B, base_measure(B, float(base_scale)), int(steps) // 2,
+             dir_out, np.empty(d), np.empty((d, d)), np.empty((d, d)), np.zeros(2), np.zeros(1, dtype=np.int64))
+    run_chains(_precond_start, _precond_sweeps, energy, jacobian, state, int(steps), out, acc_out)
+
+
+@jit(cache=False)
+def _precond_start(energy, jacobian, state, ch):
+    """A chain of :func:`precond_metropolis_chains` starts at ``center`` along the axes, then
+    takes the directions there; ``x`` holds ``||theta - center||_2^2`` and the energy."""
+    theta, tuner, rng, data, center, B, base, burn, dirs, prop, J, W, x, chain = state
+    reset_tuner(tuner, 0.5 * base[1])
+    chain[0] = ch
+    V = dirs[ch]
+    d = theta.shape[0]
+    for i in range(d):
+        theta[i] = center[i]
+        for k in range(d):
+            V[i, k] = 1.0 if i == k else 0.0
+    _update_directions(jacobian, theta, data, J, V, W)
+    x[0] = 0.0
+    x[1] = energy(theta, data)
+
+
+@jit(cache=False)
+def _precond_sweeps(energy, jacobian, state, steps):
+    """The sweeps of a chain of :func:`precond_metropolis_chains`."""
+    theta, tuner, rng, data, center, B, base, burn, dirs, prop, J, W, x, chain = state
+    gauss, radius, inv2s2 = base
     sig = tuner[0]
-    J = np.empty((d, d))
-    V = np.empty((d, d))
-    W = np.empty((d, d))
-    burn = steps // 2
-    gauss, radius, inv2s2 = base_measure(B, base_scale)
-    for ch in range(out.shape[0]):
-        reset_tuner(tuner, 0.5 * radius)
-        for i in range(d):
-            theta[i] = center[i]
-            for k in range(d):
-                V[i, k] = 1.0 if i == k else 0.0
-        _update_directions(jacobian, theta, data, J, V, W)
-        q = 0.0  # ||theta - center||_2^2 (Gaussian base)
-        e = energy(theta, data)
-        for s in range(steps):
-            axes = s % 2 == 1
-            for j in range(d):
-                k = d + j if axes else j
-                z = sig[k] * rng.standard_normal()
-                l1n = 0.0
-                qn = 0.0
-                for i in range(d):
-                    if axes:
-                        prop[i] = theta[i] + z if i == j else theta[i]
-                    else:
-                        prop[i] = theta[i] + z * V[j, i]
-                    u = prop[i] - center[i]
-                    l1n += abs(u)
-                    qn += u * u
-                ok = False
-                if gauss or l1n <= B:
-                    dbase = (qn - q) * inv2s2 if gauss else 0.0
-                    en = energy(prop, data)
-                    ok = accept(rng, en - e + dbase)
-                    if ok:
-                        e = en
-                        q = qn
-                        theta[:] = prop
-                record(tuner, k, ok, s < burn)
-            if end_sweep(tuner, PRECOND, s, burn, radius):
-                _update_directions(jacobian, theta, data, J, V, W)
-        out[ch, :] = theta
-        dir_out[ch] = V
-        acc_out[ch] = acceptance_rate(tuner)
+    V = dirs[chain[0]]
+    d = theta.shape[0]
+    q = x[0]
+    e = x[1]
+    for s in range(steps):
+        axes = s % 2 == 1
+        for j in range(d):
+            k = d + j if axes else j
+            z = sig[k] * rng.standard_normal()
+            l1n = 0.0
+            qn = 0.0
+            for i in range(d):
+                if axes:
+                    prop[i] = theta[i] + z if i == j else theta[i]
+                else:
+                    prop[i] = theta[i] + z * V[j, i]
+                u = prop[i] - center[i]
+                l1n += abs(u)
+                qn += u * u
+            ok = False
+            if gauss or l1n <= B:
+                dbase = (qn - q) * inv2s2 if gauss else 0.0
+                en = energy(prop, data)
+                ok = accept(rng, en - e + dbase)
+                if ok:
+                    e = en
+                    q = qn
+                    theta[:] = prop
+            record(tuner, k, ok, s < burn)
+        if end_sweep(tuner, PRECOND, s, burn, radius):
+            _update_directions(jacobian, theta, data, J, V, W)

@@ -21,7 +21,11 @@ written here once, as small jitted pieces that the samplers' loops call:
   (one uniform drawn only when ``de > 0``); :func:`settle` undoes a rejected move and
   books it (:func:`record`);
 * :func:`end_sweep` adapts the scales at the end of a batch of the burn-in
-  (:func:`adapt_scales`); :func:`acceptance_rate` reads the post-burn-in acceptance rate.
+  (:func:`adapt_scales`); :func:`acceptance_rate` reads the post-burn-in acceptance rate;
+* :func:`run_chains`, the chain loop every sampler of the package runs (the Metropolis
+  samplers and the exact coordinate-Gibbs ones alike): start a chain, run its sweeps,
+  write its final state and its acceptance rate, for each chain.  A sampler supplies its
+  start and its sweeps as jitted functions of a state tuple.
 
 A chain of ``steps`` sweeps adapts during its first half (burn-in) only: after every
 ``every``-th sweep each scale is multiplied by ``exp(rate (acc - target))`` with
@@ -35,7 +39,8 @@ In the style of emcee's moves and blackjax's ``(rng, state) -> (state, info)`` k
 the pieces are pure functions of an explicit ``numpy.random.Generator`` and of arrays
 they update in place; they draw exactly the random numbers, and perform exactly the
 floating-point operations, of the loops they replaced, so every sampler's output is
-bit-identical to what it was before the pieces were shared.  All are compiled once
+bit-identical to what it was before the pieces were shared.  All but :func:`run_chains` (plain
+Python: its loop over chains calls the samplers' jitted pieces) are compiled once
 (``cache=True``) with a single signature each.
 """
 
@@ -64,6 +69,7 @@ __all__ = [
     "propose_coordinate",
     "record",
     "reset_tuner",
+    "run_chains",
     "settle",
     "start_chain",
 ]
@@ -235,3 +241,27 @@ def acceptance_rate(tuner):
     """Post-burn-in acceptance rate (NaN when nothing was proposed after the burn-in)."""
     counts = tuner[2]
     return counts[0] / counts[1] if counts[1] > 0 else np.nan
+
+
+def run_chains(start, sweeps, f, g, state, steps, out, acc_out):
+    """The chain loop: ``out.shape[0]`` independent chains of ``steps`` sweeps each.
+
+    ``state`` is a tuple whose first two entries are the chain's position ``theta`` (d,) and
+    its tuner (:func:`new_tuner`); the rest is the sampler's own (data, scratch arrays,
+    numbers; a value carried from one call to the next lives in an array).  For chain
+    ``ch``, the jitted ``start(f, g, state, ch)`` sets its start and ``sweeps(f, g, state,
+    steps)`` runs its ``steps`` sweeps; its final ``theta`` goes to ``out[ch]`` and its
+    post-burn-in acceptance rate (:func:`acceptance_rate`; NaN for a sampler that books no
+    proposals, such as exact Gibbs) to ``acc_out[ch]``.  ``f`` and ``g`` are passed through
+    untouched: jitted functions the step functions call (an energy, a Jacobian) or None.
+
+    The loop over chains runs in Python (two calls a chain), so every sampler's jitted
+    pieces keep their own compiled code: a jitted loop taking them as arguments cannot be
+    cached on disk and relinks (recompiles) them in every process, seconds per sampler.
+    """
+    theta, tuner = state[0], state[1]
+    for ch in range(out.shape[0]):
+        start(f, g, state, ch)
+        sweeps(f, g, state, steps)
+        out[ch, :] = theta
+        acc_out[ch] = acceptance_rate(tuner)

@@ -15,12 +15,23 @@ import numpy as np
 
 from kngflow._jit import jit
 
-__all__ = ["log_seg_mass", "draw_seg", "TARGET_KNG", "TARGET_EXP"]
+__all__ = ["log_seg_mass", "draw_seg", "l1_chord", "TARGET_KNG", "TARGET_EXP"]
 
 #: KNG's target ``exp(-a ||gradient||_K)``
 TARGET_KNG = 0
 #: the exponential mechanism's target ``exp(-a loss)``
 TARGET_EXP = 1
+
+
+@jit
+def l1_chord(B, l1, tj):
+    """Half-width of the chord of ``{||theta||_1 <= B}`` along a coordinate whose value is ``tj``
+    (``l1`` the state's ℓ1 norm): ``B - sum_{k != j} |theta_k|``, 0 when negative (rounding).
+    A coordinate-Gibbs conditional lives on ``[-L, L]``."""
+    L = B - (l1 - abs(tj))
+    if L < 0.0:
+        L = 0.0
+    return L
 
 
 @jit

@@ -17,7 +17,7 @@ supplying
   ``surrogate_args(data)``, enabling the surrogate map;
 * optionally ``domain(data) -> (center, B)`` (default: the ℓ1 ball of radius ``bound``
   around 0), ``output_scale(data)`` (default 1), and faster samplers
-  (``_draw_exact`` / ``_draw_gibbs``) listed in ``samplers``.
+  (``draw_exact`` / ``draw_gibbs``, each returning ``(theta, DrawInfo)``) listed in ``samplers``.
 
 Densities (``a`` the rate, base measure uniform on ``{||theta - center||_1 <= B}``, or
 with ``base="gaussian"`` a ``N(center, base_scale^2 I)`` on ``R^d``):
@@ -33,6 +33,9 @@ does not depend on the data.
 Sampler policy: ``sampler="auto"`` runs the first entry of ``samplers`` (exact draws,
 then exact coordinate Gibbs, the gradient map, then the generic random-walk Metropolis
 kernel of :mod:`kngflow.kernels.generic`); ``info["sampler"]`` records which one ran.
+Every draw method ``draw_<sampler>(data, epsilon, rng, size)`` returns ``(theta, info)``
+with a :class:`~kngflow.mechanisms.draws.DrawInfo`, and a release finds it by name in
+:attr:`Sampled.draws` (a new sampler is one entry there and its draw method).
 The gradient map (:mod:`kngflow.kernels.gradient_map`, KNG with a smooth strictly convex
 loss and a jitted ``hessian``) draws the gradient as exact K-norm noise, maps it back by
 Newton's method and accepts the root as an independence-Metropolis proposal with
@@ -71,6 +74,7 @@ from kngflow.kernels.dd import chol_solve_certificate, chol_solve_dd, dd_add, in
 from kngflow.kernels.gradient_map import BASE_SHARE, MAX_ITER, gradient_map_chain, surrogate_map_chain
 from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_positive, check_rng
 from kngflow.mechanisms.claims import Density
+from kngflow.mechanisms.draws import DrawInfo
 from kngflow.mechanisms.hardening import (UNIT_ROUNDOFF, Hardening, HardeningError, coupling_hardening,
                                           dyadic_lattice, snap)
 
@@ -222,6 +226,17 @@ class Sampled(Mechanism):
     samplers: tuple = ("metropolis",)
     #: Metropolis along preconditioned directions (see :meth:`draw_preconditioned`)
     precondition: bool = False
+    #: sampler name -> the draw method a release calls, ``(data, epsilon, rng, size) -> (theta, DrawInfo)``
+    draws: dict = {  # noqa: RUF012 - read only
+        "exact": "draw_exact",
+        "gibbs": "draw_gibbs",
+        "metropolis": "draw_metropolis",
+        "gradient_map": "draw_gradient_map",
+        "surrogate_map": "draw_surrogate_map",
+    }
+    #: sampler name -> the method making a hardened release with it, ``(data, epsilon, rng) -> (theta, info)``,
+    #: where the hardening needs more than the draw (others: the draw, snapped by the contract)
+    hardened_releases: dict = {}  # noqa: RUF012 - read only
 
     def __init__(self, *, bound=1.0, base="uniform", base_scale=1.0, sampler="auto", steps=10_000, gibbs_sweeps=50):
         self.bound = check_positive("bound", bound)
@@ -321,35 +336,20 @@ class Sampled(Mechanism):
         epsilon = check_epsilon(epsilon)
         rng = check_rng(rng)
         name = self._policy()
-        if self.hardened and name == "surrogate_map":
-            theta, info = self.release_surrogate_hardened(data, epsilon, rng)
-            return Release(np.asarray(theta, dtype=np.float64) * self.output_scale(data), info)
-        if self.hardened and name == "gradient_map":
-            theta, info = self.release_gradient_map_hardened(data, epsilon, rng)
-            return Release(theta, info)
-        if name in MAP_SAMPLERS and self.sampler == "auto":
-            draw = self.draw_gradient_map if name == "gradient_map" else self.draw_surrogate_map
-            try:
-                theta, acc, steps = draw(data, epsilon, rng, 1)
-            except RuntimeError:  # no proposal inside Theta in max_tries, or no surrogate fit: the next sampler, same target
-                name = self.available_samplers()[1]
-            else:
-                info = {"sampler": name, "acceptance": float(acc[0]), "steps": int(steps[0])}
-                return Release(np.asarray(theta[0], dtype=np.float64) * self.output_scale(data), info)
-        if name == "exact":
-            theta = self.draw_exact(data, epsilon, rng, 1)
-            info = {"sampler": "exact", "acceptance": 1.0, "steps": 1}
-        elif name == "gibbs":
-            theta = self.draw_gibbs(data, epsilon, rng, 1)
-            info = {"sampler": "gibbs", "acceptance": 1.0, "steps": self.gibbs_sweeps}
-        elif name in MAP_SAMPLERS:
-            draw = self.draw_gradient_map if name == "gradient_map" else self.draw_surrogate_map
-            theta, acc, steps = draw(data, epsilon, rng, 1)
-            info = {"sampler": name, "acceptance": float(acc[0]), "steps": int(steps[0])}
-        else:
-            theta, acc = self.draw_metropolis(data, epsilon, rng, 1)
-            info = {"sampler": "metropolis", "acceptance": float(acc[0]), "steps": self.steps}
-        return Release(np.asarray(theta[0], dtype=np.float64) * self.output_scale(data), info)
+        if self.hardened and name in self.hardened_releases:
+            theta, info = getattr(self, self.hardened_releases[name])(data, epsilon, rng)
+            return Release(np.asarray(theta, dtype=np.float64), info)
+        try:
+            theta, info = self.draw_with(name, data, epsilon, rng, 1)
+        except RuntimeError:  # no proposal inside Theta in max_tries, or no surrogate fit: the next sampler, same target
+            if name not in MAP_SAMPLERS or self.sampler != "auto":
+                raise
+            theta, info = self.draw_with(self.available_samplers()[1], data, epsilon, rng, 1)
+        return Release(np.asarray(theta[0], dtype=np.float64) * self.output_scale(data), info.release_info())
+
+    def draw_with(self, name, data, epsilon, rng, size):
+        """``(theta, info)``: ``size`` draws (scaled units) of sampler ``name`` (:attr:`draws`)."""
+        return getattr(self, self.draws[name])(data, epsilon, rng, size)
 
     # ---------------------------------------------------------------- draws (scaled units)
     def _energy(self):
@@ -367,8 +367,7 @@ class Sampled(Mechanism):
         (along preconditioned directions when ``precondition`` is true; with ``lattice > 0``,
         one coordinate at a time on that lattice, exact positions)."""
         if self.precondition and not lattice:
-            out, acc, _ = self.draw_preconditioned(data, epsilon, rng, size, steps)
-            return out, acc
+            return self.draw_preconditioned(data, epsilon, rng, size, steps)
         a = self.rate(data, epsilon)
         center, B = self.domain(data)
         out = np.empty((size, data.d))
@@ -378,11 +377,12 @@ class Sampled(Mechanism):
             self._energy(), rng, self.energy_data(data, a), np.asarray(center, float), float(B),
             base_scale, int(steps or self.steps), out, acc, float(lattice),
         )
-        return out, acc
+        return out, DrawInfo.chains("metropolis", acc, steps or self.steps)
 
     def draw_preconditioned(self, data, epsilon, rng, size, steps=None):
-        """Final states, post-burn-in acceptance rates and frozen directions (size, d, d;
-        rows) of ``size`` chains of :func:`~kngflow.kernels.generic.precond_metropolis_chains`.
+        """Final states and, in the info, post-burn-in acceptance rates and frozen directions
+        (size, d, d; rows) of ``size`` chains of :func:`~kngflow.kernels.generic.precond_metropolis_chains`
+        (recorded as ``"metropolis"``).
 
         The directions are the normalised columns of the inverse Jacobian of the gradient
         at the chain's state at each adaptation point of the burn-in: data dependent, like
@@ -399,7 +399,7 @@ class Sampled(Mechanism):
             self._energy(), self._jacobian(), rng, self.energy_data(data, a), np.asarray(center, float), float(B),
             base_scale, int(steps or self.steps), out, acc, dirs,
         )
-        return out, acc, dirs
+        return out, DrawInfo.chains("metropolis", acc, steps or self.steps, directions=dirs)
 
     def draw_exact(self, data, epsilon, rng, size):
         raise ValueError(f"sampler 'exact' is not available for {self!r}")
@@ -452,6 +452,8 @@ class GenericKNG(Sampled):
     #: optional ``(gradient, hessian)`` of a smooth strictly convex surrogate of a loss whose
     #: gradient is not smooth, on ``surrogate_args(data)``: enables ``"surrogate_map"``
     surrogate = None
+    hardened_releases = {"surrogate_map": "release_surrogate_hardened",  # noqa: RUF012 - read only
+                         "gradient_map": "release_gradient_map_hardened"}
 
     def __init__(self, *, norm="linf", proposals=GRADIENT_MAP_PROPOSALS, max_tries=10_000, **kw):
         self.norm = check_choice("norm", norm, NORMS)
@@ -472,7 +474,7 @@ class GenericKNG(Sampled):
         return kng_energy(type(self).gradient)
 
     def draw_gradient_map(self, data, epsilon, rng, size, proposals=None):
-        """Final states, acceptance rates and proposal counts of ``size`` independent
+        """Final states and info (acceptance rates, proposal counts) of ``size`` independent
         gradient-map chains (:func:`~kngflow.kernels.gradient_map.gradient_map_chain`) of
         ``proposals`` proposals each (default the ``proposals`` option), scaled units.
 
@@ -488,17 +490,18 @@ class GenericKNG(Sampled):
         proposal inside ``Theta`` in ``max_tries``."""
         if "gradient_map" not in self.available_samplers():
             return super().draw_gradient_map(data, epsilon, rng, size, proposals)
-        return gradient_map_draws(type(self).gradient, type(self).hessian, self.kernel_args(data),
-                                  self.rate(data, epsilon), self.norm, self.domain(data),
-                                  self.base_scale if self.base == "gaussian" else 0.0, rng, size,
-                                  int(proposals or self.proposals), self.max_tries, BASE_SHARE, warm=False)
+        out, acc, steps = gradient_map_draws(type(self).gradient, type(self).hessian, self.kernel_args(data),
+                                             self.rate(data, epsilon), self.norm, self.domain(data),
+                                             self.base_scale if self.base == "gaussian" else 0.0, rng, size,
+                                             int(proposals or self.proposals), self.max_tries, BASE_SHARE, warm=False)
+        return out, DrawInfo("gradient_map", acc, steps)
 
     def surrogate_args(self, data) -> tuple:
         """The tuple the surrogate's jitted gradient and Hessian take (problems with a ``surrogate``)."""
         raise NotImplementedError
 
     def draw_surrogate_map(self, data, epsilon, rng, size, proposals=None):
-        """Final states, acceptance rates and step counts of ``size`` surrogate-map chains, scaled
+        """Final states and info (acceptance rates, step counts) of ``size`` surrogate-map chains, scaled
         units: the Metropolis chain (:meth:`draw_metropolis`, ``steps`` sweeps from the
         data-independent centre), then ``proposals`` independence-Metropolis proposals from its
         end (:func:`~kngflow.kernels.gradient_map.surrogate_map_chain`: a mixture of the base
@@ -515,10 +518,10 @@ class GenericKNG(Sampled):
                                               self.surrogate_args(data), self.rate(data, epsilon), self.norm,
                                               self.domain(data), self.base_scale if self.base == "gaussian" else 0.0,
                                               rng, start, int(proposals or self.proposals))
-        return out, acc, steps + self.steps
+        return out, DrawInfo("surrogate_map", acc, steps + self.steps)
 
     def release_surrogate_hardened(self, data, epsilon, rng):
-        """A hardened surrogate-map release (scaled units) and its info.
+        """A hardened surrogate-map release (output units, before the contract snaps it) and its info.
 
         The walk moves on the dyadic lattice ``2^(floor(log2 B) - 46)`` from the
         data-independent centre (a lattice point), so its positions are exact; the
@@ -532,6 +535,7 @@ class GenericKNG(Sampled):
         target law, rounding 0).  Decisions are modelled as exact, as everywhere.
         """
         h = self.hardening(data, epsilon)
+        out_scale = float(self.output_scale(data))
         center, B = self.domain(data)
         center = np.asarray(center, dtype=np.float64)
         lattice = dyadic_lattice(float(B))
@@ -542,7 +546,7 @@ class GenericKNG(Sampled):
                 type(self).gradient, type(self).surrogate, self.kernel_args(data), self.surrogate_args(data),
                 self.rate(data, epsilon), self.norm, (center, B), 0.0, rng, start, int(self.proposals), details=True)
         except RuntimeError:  # no surrogate fit: the walk's state
-            return start[0], walk
+            return start[0] * out_scale, walk
         theta, route = out[0], int(routes[0])
         u = UNIT_ROUNDOFF
         if route == 0:
@@ -556,8 +560,9 @@ class GenericKNG(Sampled):
             eta += 2.0 * u * float(np.max(np.abs(theta)) + np.max(np.abs(xc)))
         scale = abs(self.output_scale(data))
         if (eta + 2.0 * u * float(np.max(np.abs(theta)))) * scale * (1.0 + 4.0 * u) <= h.eta:
-            return theta, {"sampler": "surrogate_map", "acceptance": float(acc[0]), "steps": int(steps[0]) + self.steps}
-        return start[0], walk
+            return theta * out_scale, {"sampler": "surrogate_map", "acceptance": float(acc[0]),
+                                   "steps": int(steps[0]) + self.steps}
+        return start[0] * out_scale, walk
 
     def hessian_norm_bound(self, data) -> float | None:
         """A public upper bound on the largest eigenvalue of the loss's Hessian over

@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from kngflow._jit import jit
+from kngflow.mechanisms.draws import DrawInfo
 from kngflow.mechanisms.generic import GRADIENT_MAP_PROPOSALS, gradient_map_draws
 from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, HardeningError, coupling_hardening, dyadic_lattice, snap
 from kngflow.kernels.dd import (affine_dd, certified_solve, certify_quadratic_l1_ball, gram_residual_norm,
@@ -166,6 +167,18 @@ class NonPrivate(_Linear):
         return ols(stats), {"sampler": "none", "acceptance": np.nan, "steps": 0}
 
 
+def _row_by_row(draw, out) -> np.ndarray:
+    """Each row's tries of an exact kernel ``draw(rows)`` run on one row of ``out`` at a time
+    (the same draws, in the same order, as one run on all rows); -1 from the first row that
+    exhausted its tries on (the later rows are not drawn, as in one run)."""
+    tries = np.full(out.shape[0], -1, dtype=np.int64)
+    for i in range(out.shape[0]):
+        tries[i] = draw(out[i:i + 1])
+        if tries[i] < 0:
+            break
+    return tries
+
+
 class _Sampled(_Linear):
     """Shared sampler policy: exact draws, then exact Gibbs, then Metropolis."""
 
@@ -249,8 +262,8 @@ class _Sampled(_Linear):
                     raise RuntimeError(
                         "the gradient-map sampler needs an invertible, well-conditioned G = X'X; use sampler='auto'"
                     )
-                theta, acc, steps = self.draw_gradient_map(stats, epsilon, rng, 1)
-                return theta[0], {"sampler": "gradient_map", "acceptance": float(acc[0]), "steps": int(steps[0])}
+                theta, info = self.draw_gradient_map(stats, epsilon, rng, 1)
+                return theta[0], info.release_info()
             if name == "exact":
                 if not well_conditioned(stats.G):
                     if len(order) == 1:
@@ -259,8 +272,8 @@ class _Sampled(_Linear):
                         )
                     continue
                 theta, tries = self._exact(stats, a, rng, 1, self.max_tries)
-                if tries > 0:
-                    return theta[0], {"sampler": "exact", "acceptance": 1.0 / tries, "steps": tries}
+                if tries[0] > 0:
+                    return theta[0], DrawInfo("exact", 1.0 / tries, tries).release_info()
                 if len(order) == 1:
                     raise RuntimeError(
                         f"exact sampler exhausted max_tries={self.max_tries}; use sampler='auto' or raise max_tries"
@@ -268,11 +281,11 @@ class _Sampled(_Linear):
             elif name == "gibbs":
                 if not self._has_gibbs:
                     raise ValueError(f"sampler 'gibbs' is not available for {self!r}; use 'exact' or 'metropolis'")
-                theta = self.draw_gibbs(stats, epsilon, rng, 1)
-                return theta[0], {"sampler": "gibbs", "acceptance": 1.0, "steps": self.gibbs_sweeps}
+                theta, info = self.draw_gibbs(stats, epsilon, rng, 1)
+                return theta[0], info.release_info()
             else:
-                theta, acc = self.draw_metropolis(stats, epsilon, rng, 1)
-                return theta[0], {"sampler": "metropolis", "acceptance": float(acc[0]), "steps": self.steps}
+                theta, info = self.draw_metropolis(stats, epsilon, rng, 1)
+                return theta[0], info.release_info()
         raise AssertionError("unreachable")
 
     def _release_output(self, stats, epsilon, rng):
@@ -354,29 +367,29 @@ class _Sampled(_Linear):
             energy = a * np.linalg.norm(r, ord=order, axis=-1)
         return np.where(np.abs(theta).sum(-1) <= self.bound, -energy, -np.inf)
 
-    # Batched draws in scaled units (used by tests and diagnostics).
+    # Batched draws in scaled units, each ``(theta, DrawInfo)`` (used by releases, tests and diagnostics).
     def draw_exact(self, stats, epsilon, rng, size, max_tries=None):
-        """``size`` exact draws (scaled units) and the total number of tries (needs ``G^{-1}``)."""
+        """``size`` exact draws (scaled units) and their info (each draw's tries; needs ``G^{-1}``)."""
         a = self._rate(stats.d, check_epsilon(epsilon))
         theta, tries = self._exact(stats, a, rng, size, max_tries or self.max_tries)
-        if tries < 0:
+        if np.any(tries < 0):
             raise RuntimeError("exact sampler exhausted max_tries")
-        return theta, tries
+        return theta, DrawInfo("exact", 1.0 / tries, tries)
 
     def draw_gibbs(self, stats, epsilon, rng, size, sweeps=None):
-        """Final states of ``size`` independent Gibbs chains (scaled units)."""
+        """Final states of ``size`` independent Gibbs chains (scaled units) and their info."""
         a = self._rate(stats.d, check_epsilon(epsilon))
         out = np.empty((size, stats.d))
         gibbs_chains(rng, stats.G, stats.c, a, self.bound, self._kind, int(sweeps or self.gibbs_sweeps), out)
-        return out
+        return out, DrawInfo.constant("gibbs", size, 1.0, sweeps or self.gibbs_sweeps)
 
     def draw_metropolis(self, stats, epsilon, rng, size, steps=None):
-        """Final states and acceptance rates of ``size`` independent Metropolis chains."""
+        """Final states and info (acceptance rates) of ``size`` independent Metropolis chains."""
         a = self._rate(stats.d, check_epsilon(epsilon))
         out = np.empty((size, stats.d))
         acc = np.empty(size)
         metropolis_chains(rng, stats.G, stats.c, a, self.bound, self._kind, int(steps or self.steps), out, acc)
-        return out, acc
+        return out, DrawInfo.chains("metropolis", acc, steps or self.steps)
 
 
 class KNG(_Sampled):
@@ -427,13 +440,15 @@ class KNG(_Sampled):
         return opts
 
     def draw_gradient_map(self, stats, epsilon, rng, size, proposals=None):
-        """Final states (scaled units), acceptance rates and proposal counts of ``size``
+        """Final states (scaled units) and info (acceptance rates, proposal counts) of ``size``
         gradient-map chains (start 0)."""
         a = self._rate(stats.d, check_epsilon(epsilon))
         G = np.ascontiguousarray(stats.G, dtype=np.float64)
         c = np.ascontiguousarray(stats.c, dtype=np.float64)
-        return gradient_map_draws(_residual_gradient, _gram, (G, c), a, self.norm, (np.zeros(stats.d), self.bound),
-                                  0.0, rng, size, int(proposals or self.proposals), self.max_tries)
+        out, acc, steps = gradient_map_draws(_residual_gradient, _gram, (G, c), a, self.norm,
+                                             (np.zeros(stats.d), self.bound), 0.0, rng, size,
+                                             int(proposals or self.proposals), self.max_tries)
+        return out, DrawInfo("gradient_map", acc, steps)
 
     def sensitivity(self, d: int) -> float:
         return gradient_sensitivity(self.norm, d, self.bound)
@@ -451,9 +466,10 @@ class KNG(_Sampled):
     def _exact(self, stats, a, rng, size, max_tries):
         out = np.empty((size, stats.d))
         Ginv = np.linalg.inv(stats.G)
-        tries = kng_exact(rng, Ginv, stats.c, 1.0 / a, self.bound, self._kind, int(max_tries), out,
-                          np.empty((size, stats.d)), _NO_FACTOR)
-        return out, tries
+        u = np.empty((1, stats.d))
+        return out, _row_by_row(
+            lambda row: kng_exact(rng, Ginv, stats.c, 1.0 / a, self.bound, self._kind, int(max_tries), row, u, _NO_FACTOR),
+            out)
 
 
 class Exponential(_Sampled):
@@ -517,8 +533,8 @@ class Exponential(_Sampled):
         out = np.empty((size, stats.d))
         cov = np.linalg.inv(stats.G) / (2.0 * a)
         chol = np.linalg.cholesky(0.5 * (cov + cov.T))
-        tries = exp_exact(rng, chol, ols(stats), self.bound, int(max_tries), out)
-        return out, tries
+        mean = ols(stats)
+        return out, _row_by_row(lambda row: exp_exact(rng, chol, mean, self.bound, int(max_tries), row), out)
 
 
 class ExtendedObjectivePerturbation(_Linear):

@@ -43,15 +43,15 @@ import numpy as np
 
 from kngflow._jit import jit
 from kngflow.noise import draw_l1_into, draw_l2_into, draw_linf_into
-from kngflow.kernels.piecewise import draw_seg, log_seg_mass
+from kngflow.kernels.piecewise import draw_seg, l1_chord, log_seg_mass
 from kngflow.kernels.metropolis import (
     LINEAR,
     accept,
-    acceptance_rate,
     end_sweep,
     new_tuner,
     propose_coordinate,
     reset_tuner,
+    run_chains,
     settle,
 )
 from kngflow.kernels.truncnorm import truncnorm
@@ -311,59 +311,62 @@ def _exp_conditional(rng, gjj, rj, a, L):
     return -L + draw_seg(rng, 2.0 * a * rj, 2.0 * L)
 
 
-@jit
 def gibbs_chains(rng, G, c, a, B, kind, steps, out):
     """Run ``out.shape[0]`` independent exact coordinate-Gibbs chains of ``steps`` sweeps.
 
-    Each chain starts at ``theta = 0`` and writes its final state to a row of ``out``.
+    Each chain starts at ``theta = 0`` and writes its final state to a row of ``out``
+    (the chain loop :func:`~kngflow.kernels.metropolis.run_chains`).
     ``kind`` is ``KIND_KNG_L1``, ``KIND_KNG_LINF`` or ``KIND_EXP`` (the ℓ2 conditional
     is not piecewise linear; ℓ2 KNG uses the exact or Metropolis samplers).
     """
     d = c.shape[0]
-    theta = np.empty(d)
-    r = np.empty(d)
-    r0 = np.empty(d)
     cap = 2 * d + 2
-    t0s = np.empty(cap)
-    f0s = np.empty(cap)
-    slopes = np.empty(cap)
-    logm = np.empty(cap)
-    kinks = np.empty(d)
-    for ch in range(out.shape[0]):
-        l1 = 0.0
-        for i in range(d):
-            theta[i] = 0.0
-            r[i] = -c[i]
-        for _ in range(steps):
-            for j in range(d):
-                tj = theta[j]
-                L = B - (l1 - abs(tj))
-                if L < 0.0:
-                    L = 0.0
-                for i in range(d):
-                    r0[i] = r[i] - tj * G[j, i]
-                if L == 0.0:
-                    t = 0.0
-                elif kind == KIND_EXP:
-                    t = _exp_conditional(rng, G[j, j], r0[j], a, L)
+    state = (np.empty(d), new_tuner(d), rng, G, c, float(a), float(B), int(kind), np.empty(d), np.empty(d),
+             np.empty(cap), np.empty(cap), np.empty(cap), np.empty(cap), np.empty(d), np.zeros(1))
+    run_chains(_gibbs_start, _gibbs_sweeps, None, None, state, int(steps), out, np.empty(out.shape[0]))
+
+
+@jit
+def _gibbs_start(f, g, state, ch):
+    """A chain of :func:`gibbs_chains` starts at 0 (residual ``-c``, ℓ1 norm ``x[0] = 0``)."""
+    theta, c, r, x = state[0], state[4], state[8], state[15]
+    x[0] = 0.0
+    for i in range(c.shape[0]):
+        theta[i] = 0.0
+        r[i] = -c[i]
+
+
+@jit
+def _gibbs_sweeps(f, g, state, steps):
+    """The sweeps of a chain of :func:`gibbs_chains`: each coordinate drawn from its exact conditional."""
+    theta, tuner, rng, G, c, a, B, kind, r, r0, t0s, f0s, slopes, logm, kinks, x = state
+    d = c.shape[0]
+    l1 = x[0]
+    for _ in range(steps):
+        for j in range(d):
+            tj = theta[j]
+            L = l1_chord(B, l1, tj)
+            for i in range(d):
+                r0[i] = r[i] - tj * G[j, i]
+            if L == 0.0:
+                t = 0.0
+            elif kind == KIND_EXP:
+                t = _exp_conditional(rng, G[j, j], r0[j], a, L)
+            else:
+                if kind == KIND_KNG_LINF:
+                    npc = _pieces_linf(r0, G[j], L, t0s, f0s, slopes)
                 else:
-                    if kind == KIND_KNG_LINF:
-                        npc = _pieces_linf(r0, G[j], L, t0s, f0s, slopes)
-                    else:
-                        npc = _pieces_l1(r0, G[j], L, t0s, f0s, slopes, kinks)
-                    t = _draw_piecewise(rng, a, L, t0s, f0s, slopes, npc, logm)
-                theta[j] = t
-                l1 += abs(t) - abs(tj)
-                for i in range(d):
-                    r[i] = r0[i] + t * G[j, i]
-        for i in range(d):
-            out[ch, i] = theta[i]
+                    npc = _pieces_l1(r0, G[j], L, t0s, f0s, slopes, kinks)
+                t = _draw_piecewise(rng, a, L, t0s, f0s, slopes, npc, logm)
+            theta[j] = t
+            l1 += abs(t) - abs(tj)
+            for i in range(d):
+                r[i] = r0[i] + t * G[j, i]
 
 
 # --------------------------------------------------------------------------- Metropolis
 
 
-@jit
 def metropolis_chains(rng, G, c, a, B, kind, steps, out, acc_out, lattice=0.0):
     """Run ``out.shape[0]`` independent one-at-a-time random-walk Metropolis chains.
 
@@ -377,55 +380,68 @@ def metropolis_chains(rng, G, c, a, B, kind, steps, out, acc_out, lattice=0.0):
     positions are exact (:func:`~kngflow.kernels.metropolis.propose_coordinate`).
     """
     d = c.shape[0]
-    theta = np.empty(d)
-    r = np.empty(d)
-    rp = np.empty(d)
-    tuner = new_tuner(d)
+    state = (np.empty(d), new_tuner(d), rng, G, c, float(a), float(B), int(kind), float(lattice), int(steps) // 2,
+             np.empty(d), np.empty(d), np.zeros(2))
+    run_chains(_metropolis_start, _metropolis_sweeps, None, None, state, int(steps), out, acc_out)
+
+
+@jit
+def _metropolis_start(f, g, state, ch):
+    """A chain of :func:`metropolis_chains` starts at 0 with scales the conditionals' widths
+    (``x`` holds its ℓ1 norm and its energy's norm)."""
+    theta, tuner, rng, G, c, a, B, kind, lattice, burn, r, rp, x = state
     sig = tuner[0]
-    burn = steps // 2
-    for ch in range(out.shape[0]):
-        l1 = 0.0
-        reset_tuner(tuner, 0.5 * B)
-        for i in range(d):
-            theta[i] = 0.0
-            r[i] = -c[i]
-            gmax = 0.0
-            for k in range(d):
-                if abs(G[i, k]) > gmax:
-                    gmax = abs(G[i, k])
-            # initial scale: the conditional's width (a singular G can make it infinite)
-            s0 = 0.5 * B
-            if kind == KIND_EXP:
-                if G[i, i] > 0.0:
-                    s0 = 1.0 / math.sqrt(2.0 * a * G[i, i])
-            elif gmax > 0.0:
-                s0 = 1.0 / (a * gmax)
-            sig[i] = min(0.5 * B, s0)
-        e = _norm(r, kind) if kind != KIND_EXP else 0.0
-        for s in range(steps):
-            for j in range(d):
-                tj, delta, _, l1n, inside = propose_coordinate(rng, theta, j, sig[j], 0.0, l1, B, False, 0.0, lattice)
-                ok = False
-                en = e
-                if inside:
-                    if kind == KIND_EXP:
-                        de = a * (2.0 * delta * r[j] + delta * delta * G[j, j])
-                    else:
-                        for i in range(d):
-                            rp[i] = r[i] + delta * G[j, i]
-                        en = _norm(rp, kind)
-                        de = a * (en - e)
-                    ok = accept(rng, de)
-                if ok:
-                    l1 = l1n
-                    if kind == KIND_EXP:
-                        for i in range(d):
-                            r[i] += delta * G[j, i]
-                    else:
-                        for i in range(d):
-                            r[i] = rp[i]
-                        e = en
-                settle(tuner, theta, j, tj, ok, s < burn)
-            end_sweep(tuner, LINEAR, s, burn, B)
-        out[ch, :] = theta
-        acc_out[ch] = acceptance_rate(tuner)
+    d = c.shape[0]
+    x[0] = 0.0
+    reset_tuner(tuner, 0.5 * B)
+    for i in range(d):
+        theta[i] = 0.0
+        r[i] = -c[i]
+        gmax = 0.0
+        for k in range(d):
+            if abs(G[i, k]) > gmax:
+                gmax = abs(G[i, k])
+        # initial scale: the conditional's width (a singular G can make it infinite)
+        s0 = 0.5 * B
+        if kind == KIND_EXP:
+            if G[i, i] > 0.0:
+                s0 = 1.0 / math.sqrt(2.0 * a * G[i, i])
+        elif gmax > 0.0:
+            s0 = 1.0 / (a * gmax)
+        sig[i] = min(0.5 * B, s0)
+    x[1] = _norm(r, kind) if kind != KIND_EXP else 0.0
+
+
+@jit
+def _metropolis_sweeps(f, g, state, steps):
+    """The sweeps of a chain of :func:`metropolis_chains`: each coordinate moved through the residual."""
+    theta, tuner, rng, G, c, a, B, kind, lattice, burn, r, rp, x = state
+    sig = tuner[0]
+    d = c.shape[0]
+    l1 = x[0]
+    e = x[1]
+    for s in range(steps):
+        for j in range(d):
+            tj, delta, _, l1n, inside = propose_coordinate(rng, theta, j, sig[j], 0.0, l1, B, False, 0.0, lattice)
+            ok = False
+            en = e
+            if inside:
+                if kind == KIND_EXP:
+                    de = a * (2.0 * delta * r[j] + delta * delta * G[j, j])
+                else:
+                    for i in range(d):
+                        rp[i] = r[i] + delta * G[j, i]
+                    en = _norm(rp, kind)
+                    de = a * (en - e)
+                ok = accept(rng, de)
+            if ok:
+                l1 = l1n
+                if kind == KIND_EXP:
+                    for i in range(d):
+                        r[i] += delta * G[j, i]
+                else:
+                    for i in range(d):
+                        r[i] = rp[i]
+                    e = en
+            settle(tuner, theta, j, tj, ok, s < burn)
+        end_sweep(tuner, LINEAR, s, burn, B)

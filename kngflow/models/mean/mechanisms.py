@@ -20,6 +20,7 @@ from kngflow.models.mean.problem import NORMS, MeanData, row_norms, gradient_sen
 from kngflow.kernels.truncnorm import truncnorm
 from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_rng
 from kngflow.mechanisms.claims import Density
+from kngflow.mechanisms.draws import DrawInfo
 from kngflow.mechanisms.generic import GRADIENT_MAP_PROPOSALS, NonPrivateBase, gradient_map_draws, sampler_hardening
 from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, knorm_lipschitz, lipschitz_hardening
 
@@ -107,12 +108,13 @@ class KNG(Mechanism):
                 f"proposals={self.proposals})")
 
     def draw_gradient_map(self, data, epsilon, rng, size, proposals=None):
-        """Final states, acceptance rates and proposal counts of ``size`` gradient-map chains
-        (start 0, ``Theta = R^d``)."""
+        """Final states and info (acceptance rates, proposal counts) of ``size`` gradient-map
+        chains (start 0, ``Theta = R^d``)."""
         data = check_mean_data(data)
-        return gradient_map_draws(_centred, _identity, (data.xbar,), self.rate(data, epsilon), self.norm,
-                                  (np.zeros(data.d), np.inf), 0.0, check_rng(rng), size,
-                                  int(proposals or self.proposals), 1)
+        out, acc, steps = gradient_map_draws(_centred, _identity, (data.xbar,), self.rate(data, epsilon), self.norm,
+                                             (np.zeros(data.d), np.inf), 0.0, check_rng(rng), size,
+                                             int(proposals or self.proposals), 1)
+        return out, DrawInfo("gradient_map", acc, steps)
 
     def rate(self, data, epsilon) -> float:
         """``a``: the density is ``exp(-a ||xbar - theta||_K)``."""
@@ -123,8 +125,8 @@ class KNG(Mechanism):
     def release(self, data, epsilon, rng) -> Release:
         data = check_mean_data(data)
         if self.sampler == "gradient_map":
-            theta, acc, steps = self.draw_gradient_map(data, epsilon, rng, 1)
-            return Release(theta[0], {"sampler": "gradient_map", "acceptance": float(acc[0]), "steps": int(steps[0])})
+            theta, info = self.draw_gradient_map(data, epsilon, rng, 1)
+            return Release(theta[0], info.release_info())
         a = self.rate(data, epsilon)
         w = knorm_noise(check_rng(rng), self.norm, data.d, 1.0 / a)
         return Release(data.xbar + w, {"sampler": "exact", "acceptance": 1.0, "steps": 1})

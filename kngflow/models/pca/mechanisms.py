@@ -48,6 +48,7 @@ from kngflow._jit import jit
 from kngflow.mechanisms.base import (SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int,
                                      check_probability, check_rng)
 from kngflow.mechanisms.claims import Density, StatisticNoise
+from kngflow.mechanisms.draws import DrawInfo
 from kngflow.mechanisms.generic import NonPrivateBase
 from kngflow.models.pca.problem import (PCAData, canonical_basis, top_eigenvectors, upper_sensitivity,
                                         upper_triangle)
@@ -289,21 +290,21 @@ class Exponential(Mechanism):
         """``eps n / 2``: the density is ``exp(rate tr(V^T A V))``."""
         return check_epsilon(epsilon) * data.n / 2.0
 
-    def draw(self, data, epsilon, rng) -> tuple[np.ndarray, dict]:
-        """One ``d x k`` basis from the mechanism's law (before the canonical form) and its ``info``."""
+    def draw(self, data, epsilon, rng) -> tuple[np.ndarray, DrawInfo]:
+        """One ``d x k`` basis from the mechanism's law (before the canonical form) and its info."""
         data = check_pca_data(data)
         rng = check_rng(rng)
         C = self.rate(data, epsilon) * data.A
         if data.k == 1:
             x, tries = bingham_vector(rng, np.ascontiguousarray(C), self.max_tries)
-            return x.reshape(data.d, 1), {"sampler": "exact", "acceptance": 1.0 / tries, "steps": tries}
+            return x.reshape(data.d, 1), DrawInfo.constant("exact", 1, 1.0 / tries, tries)
         V0 = haar_stiefel(data.d, data.k, rng)
         V, tries = bingham_gibbs(rng, np.ascontiguousarray(C), V0, self.sweeps, self.max_tries)
-        return V, {"sampler": "gibbs", "acceptance": self.sweeps * data.k / tries, "steps": self.sweeps}
+        return V, DrawInfo.constant("gibbs", 1, self.sweeps * data.k / tries, self.sweeps)
 
     def release(self, data, epsilon, rng) -> Release:
         V, info = self.draw(data, epsilon, rng)
-        return Release(_release_basis(V), info)
+        return Release(_release_basis(V), info.release_info())
 
     def log_density(self, data, epsilon, theta) -> np.ndarray:
         """Unnormalised log density of the released unit vector (``k = 1``), lifted to ``R^d``.

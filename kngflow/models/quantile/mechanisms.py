@@ -20,6 +20,7 @@ from kngflow.models.quantile.problem import (
 )
 from kngflow.models.quantile.sampler import TARGET_EXP, TARGET_KNG, quantile_draws, quantile_gradient, quantile_loss
 from kngflow.mechanisms.base import check_epsilon, check_rng
+from kngflow.mechanisms.draws import DrawInfo
 from kngflow.mechanisms.generic import GenericExponential, GenericKNG, NonPrivateBase
 
 __all__ = ["NonPrivate", "KNG", "Exponential", "private_quantile", "check_quantile_data"]
@@ -72,14 +73,14 @@ class _Quantile1D:
         return np.array([0.5 * (data.lower + data.upper)]), 0.5 * (data.upper - data.lower)
 
     def draw_exact(self, data, epsilon, rng, size):
-        """``size`` exact i.i.d. draws, shape (size, 1)."""
+        """``size`` exact i.i.d. draws, shape (size, 1), and their info (one try each)."""
         if self.base != "uniform":
             raise ValueError("sampler 'exact' needs base='uniform'")
         a = self.rate(data, epsilon)
         out = np.empty(size)
         work = np.empty(data.n + 1)
         quantile_draws(rng, data.y, data.tau, a, data.lower, data.upper, self._target, work, out)
-        return out[:, None]
+        return out[:, None], DrawInfo.constant("exact", size, 1.0, 1)
 
 
 class KNG(_Quantile1D, GenericKNG):

@@ -28,6 +28,7 @@ from kngflow.models.quantreg.sampler import (
     qr_smooth_hessian,
     smooth_bandwidth,
 )
+from kngflow.mechanisms.draws import DrawInfo
 from kngflow.mechanisms.generic import GenericExponential, GenericKNG, NonPrivateBase
 
 __all__ = ["NonPrivate", "KNG", "Exponential", "check_quantreg_data"]
@@ -96,10 +97,10 @@ class _QuantReg:
             rng, data.X, data.y, data.tau, a, np.asarray(center, float), float(B), base_scale,
             self._target, code, int(steps or self.steps), out, acc, float(lattice),
         )
-        return out, acc
+        return out, DrawInfo.chains("metropolis", acc, steps or self.steps)
 
     def draw_gibbs(self, data, epsilon, rng, size, sweeps=None):
-        """Final states of ``size`` exact coordinate-Gibbs chains started at 0 (scaled units)."""
+        """Final states of ``size`` exact coordinate-Gibbs chains started at 0 (scaled units) and their info."""
         if self.base != "uniform":
             raise ValueError("sampler 'gibbs' needs base='uniform'")
         a = self.rate(data, epsilon)
@@ -108,7 +109,7 @@ class _QuantReg:
         qr_gibbs_chains(
             rng, data.X, data.y, data.tau, a, self.bound, self._target, code, int(sweeps or self.gibbs_sweeps), out
         )
-        return out
+        return out, DrawInfo.constant("gibbs", size, 1.0, sweeps or self.gibbs_sweeps)
 
 
 class KNG(_QuantReg, GenericKNG):

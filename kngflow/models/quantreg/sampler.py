@@ -39,15 +39,15 @@ import numpy as np
 
 from kngflow._jit import jit
 from kngflow.kernels.generic import norm_by_code
-from kngflow.kernels.piecewise import TARGET_EXP, TARGET_KNG, draw_seg, log_seg_mass
+from kngflow.kernels.piecewise import TARGET_EXP, TARGET_KNG, draw_seg, l1_chord, log_seg_mass
 from kngflow.kernels.metropolis import (
     GENERIC,
     accept,
-    acceptance_rate,
     base_measure,
     end_sweep,
     new_tuner,
     propose_coordinate,
+    run_chains,
     settle,
     start_chain,
 )
@@ -418,55 +418,63 @@ def _qr_exp_conditional(rng, X, b, j, L, tau, a, t0, h, keys, vals, T, logm, ord
     return t, max(1.5 * max(t - lo, hi - t), 1e-12)
 
 
-@jit
 def qr_gibbs_chains(rng, X, y, tau, a, B, target, code, sweeps, out):
     """Exact coordinate-Gibbs chains on ``{||theta||_1 <= B}`` (uniform base), start 0.
 
     ``target`` is :data:`TARGET_KNG` (norm ``code``) or :data:`TARGET_EXP`; ``sweeps``
-    full sweeps per chain; final states go to the rows of ``out``.  The exponential
+    full sweeps per chain; final states go to the rows of ``out`` (the chain loop
+    :func:`~kngflow.kernels.metropolis.run_chains`).  The exponential
     target's conditionals are drawn on a window (:func:`_qr_exp_conditional`; the first
     of each chain spans ``Theta``, later ones are sized from the previous draw of that
     coordinate): exact whatever the window, but sorting only its breaks.
     """
     n, d = X.shape
-    theta = np.empty(d)
-    r = np.empty(n)
-    b = np.empty(n)
-    g = np.empty(d)
-    keys = np.empty(n + 1)
-    idx = np.empty(n, dtype=np.int64)
-    order = np.empty(n, dtype=np.int64)
-    count = np.empty(n + 1, dtype=np.int64)
-    T = np.empty(n + 2)
-    logm = np.empty(n + 1)
-    vals = np.empty(n if target == TARGET_EXP else 0)
-    h = np.empty(d)  # the exponential target's window half-widths, per coordinate
-    for ch in range(out.shape[0]):
-        for k in range(d):
-            theta[k] = 0.0
-            h[k] = 2.0 * B
-        for i in range(n):
-            r[i] = y[i]
-        l1 = 0.0
-        for _ in range(sweeps):
-            for j in range(d):
-                tj = theta[j]
-                L = B - (l1 - abs(tj))
-                if L < 0.0:
-                    L = 0.0
-                for i in range(n):
-                    b[i] = r[i] + X[i, j] * tj
-                t = 0.0
-                if L > 0.0 and target == TARGET_EXP:
-                    t, h[j] = _qr_exp_conditional(rng, X, b, j, L, tau, a, tj, h[j], keys, vals, T, logm, order, count)
-                elif L > 0.0:
-                    t = _qr_conditional(rng, X, b, j, L, tau, a, target, code, g, keys, idx, T, logm, order, count)
-                theta[j] = t
-                l1 += abs(t) - abs(tj)
-                for i in range(n):
-                    r[i] = b[i] - X[i, j] * t
-        for k in range(d):
-            out[ch, k] = theta[k]
+    state = (np.empty(d), new_tuner(d), rng, X, y, float(tau), float(a), float(B), int(target), int(code),
+             np.empty(n), np.empty(n), np.empty(d), np.empty(n + 1), np.empty(n, dtype=np.int64),
+             np.empty(n, dtype=np.int64), np.empty(n + 1, dtype=np.int64), np.empty(n + 2), np.empty(n + 1),
+             np.empty(n if target == TARGET_EXP else 0), np.empty(d), np.zeros(1))
+    run_chains(_gibbs_start, _gibbs_sweeps, None, None, state, int(sweeps), out, np.empty(out.shape[0]))
+
+
+@jit
+def _gibbs_start(f, g, state, ch):
+    """A chain of :func:`qr_gibbs_chains` starts at 0 (residuals ``y``), each window ``2 B`` wide."""
+    theta, y, B, r, h, x = state[0], state[4], state[7], state[10], state[20], state[21]
+    for k in range(theta.shape[0]):
+        theta[k] = 0.0
+        h[k] = 2.0 * B
+    for i in range(y.shape[0]):
+        r[i] = y[i]
+    x[0] = 0.0
+
+
+@jit
+def _residuals_without(X, r, j, tj, b):
+    """``b = r + X[:, j] tj``: the residuals ``r`` with coordinate ``j`` (now ``tj``) set to 0."""
+    for i in range(X.shape[0]):
+        b[i] = r[i] + X[i, j] * tj
+
+
+@jit
+def _gibbs_sweeps(f, g_, state, sweeps):
+    """The sweeps of a chain of :func:`qr_gibbs_chains` (from the ℓ1 norm ``x[0]``)."""
+    theta, tuner, rng, X, y, tau, a, B, target, code, r, b, g, keys, idx, order, count, T, logm, vals, h, x = state
+    n, d = X.shape
+    l1 = x[0]
+    for _ in range(sweeps):
+        for j in range(d):
+            tj = theta[j]
+            L = l1_chord(B, l1, tj)
+            _residuals_without(X, r, j, tj, b)
+            t = 0.0
+            if L > 0.0 and target == TARGET_EXP:
+                t, h[j] = _qr_exp_conditional(rng, X, b, j, L, tau, a, tj, h[j], keys, vals, T, logm, order, count)
+            elif L > 0.0:
+                t = _qr_conditional(rng, X, b, j, L, tau, a, target, code, g, keys, idx, T, logm, order, count)
+            theta[j] = t
+            l1 += abs(t) - abs(tj)
+            for i in range(n):
+                r[i] = b[i] - X[i, j] * t
 
 
 # ------------------------------------------- quantile regression: banded Metropolis
@@ -592,7 +600,6 @@ def _qr_build(X, y, tau, a, target, code, theta, W, cap, o, idx, rb, out_g, out_
     return _qr_band_energy(X, tau, a, target, code, idx[o], rb[o], m, 0, 0.0, rs, g, out_g[o], out_h[o], c0, dref)
 
 
-@jit
 def qr_metropolis_chains(rng, X, y, tau, a, center, B, base_scale, target, code, steps, out, acc_out, lattice=0.0):
     """The generic random-walk Metropolis kernel for quantile regression, on a residual band.
 
@@ -613,68 +620,77 @@ def qr_metropolis_chains(rng, X, y, tau, a, center, B, base_scale, target, code,
     exact (:func:`~kngflow.kernels.metropolis.propose_coordinate`).
     """
     n, d = X.shape
-    args = (X, y, tau)
     cap = max(n // 4, 1)
-    idx = np.empty((2, cap), dtype=np.int64)
-    rb = np.empty((2, cap))
-    rs = np.empty(cap)
-    out_g = np.empty((2, d))
-    out_h = np.empty((2, d))
-    ref = np.empty((2, d))
-    c0s = np.zeros(2)
-    ms = np.zeros(2, dtype=np.int64)
-    Ws = np.zeros(2)
-    theta = np.empty(d)
-    dref = np.empty(d)
-    g = np.empty(d)
-    tuner = new_tuner(d)
+    state = (np.empty(d), new_tuner(d), rng, X, y, float(tau), float(a), np.asarray(center, dtype=np.float64),
+             float(B), base_measure(B, base_scale), int(target), int(code), float(lattice), int(steps) // 2, cap,
+             np.empty((2, cap), dtype=np.int64), np.empty((2, cap)), np.empty(cap), np.empty((2, d)),
+             np.empty((2, d)), np.empty((2, d)), np.zeros(2), np.zeros(2, dtype=np.int64), np.zeros(2),
+             np.empty(d), np.empty(d), np.zeros(2), np.zeros(1, dtype=np.int64))
+    run_chains(_metropolis_start, _metropolis_sweeps, None, None, state, int(steps), out, acc_out)
+
+
+@jit
+def _metropolis_start(f, g_, state, ch):
+    """A chain of :func:`qr_metropolis_chains` starts at ``center`` with band buffer 0 built
+    there (``x`` holds its energy and ℓ1 distance, ``cur[0]`` the current buffer)."""
+    (theta, tuner, rng, X, y, tau, a, center, B, base, target, code, lattice, burn, cap,
+     idx, rb, rs, out_g, out_h, ref, c0s, ms, Ws, dref, g, x, cur) = state
     sig = tuner[0]
-    burn = steps // 2
-    gauss, radius, inv2s2 = base_measure(B, base_scale)
-    for ch in range(out.shape[0]):
-        start_chain(theta, center, tuner, 0.5 * radius)
-        cur = 0  # which band buffer is current
-        e = _qr_build(X, y, tau, a, target, code, theta, BAND_WIDTH * sig.sum(), cap, cur,
-                      idx, rb, out_g, out_h, ms, c0s, Ws, ref, rs, g, dref)
-        l1 = 0.0
-        for s in range(steps):
-            for j in range(d):
-                tj, _, dbase, l1n, inside = propose_coordinate(rng, theta, j, sig[j], center[j], l1, B, gauss, inv2s2,
-                                                               lattice)
-                ok = False
-                if inside:
-                    dist = 0.0
-                    for k in range(d):
-                        dref[k] = theta[k] - ref[cur, k]
-                        dist += abs(dref[k])
-                    inband = ms[cur] >= 0 and dist < Ws[cur]
-                    if ms[cur] < 0:  # no band (too many rows near zero): a plain pass
-                        if target == TARGET_KNG:
-                            qr_gradient(theta, args, g)
-                            en = a * norm_by_code(g, code)
-                        else:
-                            en = a * qr_loss(theta, args)
-                    elif inband:
-                        en = _qr_band_energy(X, tau, a, target, code, idx[cur], rb[cur], ms[cur], j, theta[j] - tj, rs, g,
-                                             out_g[cur], out_h[cur], c0s[cur], dref)
-                    else:  # rebuild at the proposal into the other buffer
-                        en = _qr_build(X, y, tau, a, target, code, theta, BAND_WIDTH * sig.sum(), cap, 1 - cur,
-                                       idx, rb, out_g, out_h, ms, c0s, Ws, ref, rs, g, dref)
-                    ok = accept(rng, en - e + dbase)
-                    if ok:
-                        e = en
-                        l1 = l1n
-                        if inband:
-                            m = ms[cur]
-                            rb[cur, :m] = rs[:m]
-                        elif ms[cur] >= 0:
-                            cur = 1 - cur
-                settle(tuner, theta, j, tj, ok, s < burn)
-            if end_sweep(tuner, GENERIC, s, burn, radius):
-                W = BAND_WIDTH * sig.sum()
-                if ms[cur] < 0 or Ws[cur] > 4.0 * W:  # scales shrank: a narrower band
-                    cur = 1 - cur
-                    _qr_build(X, y, tau, a, target, code, theta, W, cap, cur, idx, rb, out_g, out_h, ms, c0s, Ws,
-                              ref, rs, g, dref)
-        out[ch, :] = theta
-        acc_out[ch] = acceptance_rate(tuner)
+    start_chain(theta, center, tuner, 0.5 * base[1])
+    cur[0] = 0
+    x[0] = _qr_build(X, y, tau, a, target, code, theta, BAND_WIDTH * sig.sum(), cap, 0,
+                     idx, rb, out_g, out_h, ms, c0s, Ws, ref, rs, g, dref)
+    x[1] = 0.0
+
+
+@jit
+def _metropolis_sweeps(f, g_, state, steps):
+    """The sweeps of a chain of :func:`qr_metropolis_chains`."""
+    (theta, tuner, rng, X, y, tau, a, center, B, base, target, code, lattice, burn, cap,
+     idx, rb, rs, out_g, out_h, ref, c0s, ms, Ws, dref, g, x, cur_) = state
+    gauss, radius, inv2s2 = base
+    sig = tuner[0]
+    d = theta.shape[0]
+    args = (X, y, tau)
+    e = x[0]
+    l1 = x[1]
+    cur = cur_[0]
+    for s in range(steps):
+        for j in range(d):
+            tj, _, dbase, l1n, inside = propose_coordinate(rng, theta, j, sig[j], center[j], l1, B, gauss, inv2s2,
+                                                           lattice)
+            ok = False
+            if inside:
+                dist = 0.0
+                for k in range(d):
+                    dref[k] = theta[k] - ref[cur, k]
+                    dist += abs(dref[k])
+                inband = ms[cur] >= 0 and dist < Ws[cur]
+                if ms[cur] < 0:  # no band (too many rows near zero): a plain pass
+                    if target == TARGET_KNG:
+                        qr_gradient(theta, args, g)
+                        en = a * norm_by_code(g, code)
+                    else:
+                        en = a * qr_loss(theta, args)
+                elif inband:
+                    en = _qr_band_energy(X, tau, a, target, code, idx[cur], rb[cur], ms[cur], j, theta[j] - tj, rs,
+                                         g, out_g[cur], out_h[cur], c0s[cur], dref)
+                else:  # rebuild at the proposal into the other buffer
+                    en = _qr_build(X, y, tau, a, target, code, theta, BAND_WIDTH * sig.sum(), cap, 1 - cur,
+                                   idx, rb, out_g, out_h, ms, c0s, Ws, ref, rs, g, dref)
+                ok = accept(rng, en - e + dbase)
+                if ok:
+                    e = en
+                    l1 = l1n
+                    if inband:
+                        m = ms[cur]
+                        rb[cur, :m] = rs[:m]
+                    elif ms[cur] >= 0:
+                        cur = 1 - cur
+            settle(tuner, theta, j, tj, ok, s < burn)
+        if end_sweep(tuner, GENERIC, s, burn, radius):
+            W = BAND_WIDTH * sig.sum()
+            if ms[cur] < 0 or Ws[cur] > 4.0 * W:  # scales shrank: a narrower band
+                cur = 1 - cur
+                _qr_build(X, y, tau, a, target, code, theta, W, cap, cur, idx, rb, out_g, out_h, ms, c0s, Ws,
+                          ref, rs, g, dref)
