@@ -181,19 +181,23 @@ def coupling_hardening(bound: float, eta: float, size: int, snaps: int = 1, site
 
 
 def lipschitz_hardening(lipschitz: float, bound: float, eta: float, size: int, epsilon: float, snaps: int = 1,
-                        site: str = "estimate") -> Hardening:
+                        site: str = "estimate", eta_bits: int | None = None) -> Hardening:
     """The Lipschitz route's :class:`Hardening` (module docstring).
 
     ``Λ = 2^(floor(log2(1/L)) - b)``, at most ``2^(floor(log2 bound) - 12)``, with ``b`` the
     largest of 10, 9, ..., 0 for which ``ε′ - ε <= 10^-4 ε`` (else ``b = 0``, which
     minimises ``ε′ - ε`` up to a factor 2): the finer the grid the smaller the rounding
-    (``Λ²/6`` of variance per coordinate), the coarser the smaller ``ε′ - ε``.
+    (``Λ²/6`` of variance per coordinate), the coarser the smaller ``ε′ - ε``.  With
+    ``eta_bits`` the rounding bound is relative to the grid, ``η = Λ 2^-eta_bits`` (a release
+    certified in double-double), and ``eta`` is ignored.
     """
     if not (math.isfinite(lipschitz) and lipschitz > 0):
         raise HardeningError(f"hardened: the density's Lipschitz bound must be finite and > 0, got {lipschitz!r}")
     coarse, _ = bound_grid(bound)
     for bits in range(LIPSCHITZ_BITS, -1, -1):
         grid = min(math.ldexp(_floor_pow2(1.0 / lipschitz), -bits), coarse)
+        if eta_bits is not None:
+            eta = math.ldexp(grid, -eta_bits)
         h = Hardening(grid=grid, bound=math.ceil(bound / grid) * grid, eta=float(eta), lipschitz=float(lipschitz),
                       size=int(size), snaps=int(snaps), site=site)
         try:

@@ -50,7 +50,7 @@ from scipy.special import expit
 from kngflow.mechanisms import erm
 from kngflow.mechanisms.base import Release, check_epsilon, check_int, check_positive, check_rng
 from kngflow.mechanisms.claims import Density
-from kngflow.mechanisms.hardening import Hardening
+from kngflow.mechanisms.hardening import Hardening, snap
 from kngflow.mechanisms.erm import (DEFAULT_REG, _ERM, _release, audit_iterates,
                                     cms_constants, dpsgd_noise_multiplier, gaussian_gd_noise_multiplier,
                                     poisson_sample, printed_gd_sigma)
@@ -182,6 +182,7 @@ class ObjectivePerturbationChaudhuri(_LogisticLoss, _ERM):
     """
 
     kind = "objective_chaudhuri"
+    snaps_itself = True  # hardened releases are snapped from their double-double value
 
     def __init__(self, *, reg=DEFAULT_REG, tol=1e-10, max_iter=100):
         super().__init__(reg)
@@ -229,7 +230,9 @@ class ObjectivePerturbationChaudhuri(_LogisticLoss, _ERM):
             return _release(np.zeros(d), 0, "none")
         V = knorm_noise(rng, "l2", d, scale)
         if self.hardened:
-            theta, it = certified_minimiser(data.X, data.y, gamma, V, self.max_iter)
+            h = self.hardening(data, epsilon)
+            hi, lo, it = certified_minimiser(data.X, data.y, gamma, V, self.max_iter, h.eta)
+            theta = snap(hi, h, rng, lo)
         else:
             theta, it, _ = perturbed_minimiser(data.X, data.y, gamma, V, self.tol * (n + float(np.linalg.norm(V))),
                                                self.max_iter)

@@ -22,20 +22,25 @@ from kngflow.models.logistic.problem import (
     gradient_sensitivity,
     hessian_bound,
     logistic_gradient,
+    logistic_gradient_dd,
     logistic_hessian,
     logistic_mle,
     perturbed_minimiser,
 )
+from kngflow.kernels.dd import dd_add, two_prod
 from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_positive, check_probability, check_rng
 from kngflow.mechanisms.claims import Density
 from kngflow.mechanisms.generic import NORMS, GenericKNG, NonPrivateBase
-from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, knorm_lipschitz, lipschitz_hardening
+from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, knorm_lipschitz, lipschitz_hardening, snap
 
 __all__ = ["NonPrivate", "KNG", "ExtendedObjectivePerturbation", "ObjectivePerturbation", "check_logistic_data",
            "perturbed_log_density", "objective_hardening", "certified_minimiser", "OBJECTIVE_BOUND"]
 
 #: public clamp of hardened objective-perturbation releases (covariates lie in [-1, 1])
 OBJECTIVE_BOUND = 64.0
+#: a hardened objective-perturbation release is certified in double-double within
+#: 2^-OBJECTIVE_ETA_BITS of its grid
+OBJECTIVE_ETA_BITS = 32
 #: sup |sigma''| = 1 / (6 sqrt 3), the logistic function's second derivative
 _SIGMA2 = 1.0 / (6.0 * math.sqrt(3.0))
 
@@ -50,44 +55,54 @@ def objective_hardening(n: int, m: int, gamma: float, scale: float, norm: str, e
     term moves at rate at most ``||H v||_K / scale <= ||1||_K (n m / 4 + gamma) / scale``
     (a row of ``hess l_n`` sums ``n`` terms ``sigma' |x_ij| ||x_i||_1 <= m / 4``); the second
     at rate ``|sum_i sigma''(x_i'theta) (x_i'v) x_i'H^-1 x_i| <= n (1 / (6 sqrt 3)) m (m / gamma)``.
-    ``L`` is their sum.  Clamp :data:`OBJECTIVE_BOUND`.  Rounding: :func:`certified_minimiser`
-    certifies ``||theta - theta*||_∞ <= eta`` with ``eta = 128 u (n + 2 gamma B) sqrt(m) / gamma``
-    (``u = 2^-53``, ``B`` the clamp: where ``|theta_j| <= 2B`` every term of the gradient sum
-    is below ``n + 2 gamma B`` in size) or raises.
+    ``L`` is their sum.  Clamp :data:`OBJECTIVE_BOUND`.  Rounding: the release is carried
+    in double-double and snapped from it (``site = "sampler"``); :func:`certified_minimiser`
+    certifies ``||theta - theta*||_2 <= η / 2`` with ``η = Λ 2^-OBJECTIVE_ETA_BITS``, and the
+    snapping's own rounding (``u Λ + 2 u^2 |theta|``) is below the other half.  So
+    ``ε′ - ε`` is about ``4 m 2^-32`` whatever ``n`` is, and the grid stays at ``2^-10`` of
+    the density's scale ``1/L`` at every ``n`` up to 10^7.
     """
     lip = knorm_lipschitz(norm, m, scale) * (n * m / 4.0 + gamma) + _SIGMA2 * n * m * m / gamma
-    return lipschitz_hardening(lip, OBJECTIVE_BOUND, _certified_eta(n, m, gamma), m, epsilon)
+    return lipschitz_hardening(lip, OBJECTIVE_BOUND, 0.0, m, epsilon, site="sampler", eta_bits=OBJECTIVE_ETA_BITS)
 
 
-def _certified_eta(n: int, m: int, gamma: float) -> float:
-    return 128.0 * UNIT_ROUNDOFF * (n + 4.0 * gamma * OBJECTIVE_BOUND) * math.sqrt(m) / gamma
+def certified_minimiser(X, y, gamma, V, max_iter, eta) -> tuple[np.ndarray, np.ndarray, int]:
+    """The minimiser of ``l_n + gamma/2 |theta|^2 + V'theta`` in double-double with a
+    certificate of its rounding: ``(hi, lo, iterations)``.
 
-
-def certified_minimiser(X, y, gamma, V, max_iter) -> tuple[np.ndarray, int]:
-    """The minimiser of ``l_n + gamma/2 |theta|^2 + V'theta`` with a certificate of its
-    rounding: ``(theta, iterations)``.
-
-    Newton's method (:func:`perturbed_minimiser`) runs to floating-point resolution, then
-    up to 8 Newton steps on the gradient summed with ``math.fsum`` (each term
-    ``x_ij (sigma(x_i'theta) - y_i)`` within ``4u`` of its value, the sum correctly rounded)
-    until ``(||g||_2 + sqrt(m) 4u (n + gamma |theta|_∞ + |V|_∞)) / gamma``, an upper bound on
-    ``||theta - theta*||_2`` by ``gamma``-strong convexity, is below the declared
-    ``eta`` of :func:`objective_hardening`.  RuntimeError if it never is (not observed).
+    Newton's method (:func:`perturbed_minimiser`) runs to floating-point resolution; then
+    up to 8 Newton steps refine ``hi + lo`` on the gradient computed in double-double
+    (:func:`~kngflow.models.logistic.problem.logistic_gradient_dd`, with its error bound;
+    ``gamma theta + V`` added from exact products) until
+    ``(||g||_2 + sqrt(m) e) / gamma``, an upper bound on ``||theta - theta*||_2`` by
+    ``gamma``-strong convexity, is at most ``eta / 2``.  RuntimeError if it never is (not
+    observed: two refinements reach about ``n u^2``).
     """
     n, m = X.shape
     theta, it, _ = perturbed_minimiser(X, y, gamma, V, 0.0, max_iter)
-    eta = _certified_eta(n, m, gamma)
+    hi, lo = theta.copy(), np.zeros(m)
+    gh, gl = np.empty(m), np.empty(m)
     H = np.empty((m, m))
+    u = UNIT_ROUNDOFF
     for extra in range(9):
-        r = expit(X @ theta) - y
-        g = np.array([math.fsum(X[:, j] * r) for j in range(m)]) + gamma * theta + V  # one column at a time
-        slack = math.sqrt(m) * 4.0 * UNIT_ROUNDOFF * (n + gamma * float(np.max(np.abs(theta))) + float(np.max(np.abs(V))))
-        if (float(np.linalg.norm(g)) + slack) / gamma <= eta:
-            return theta, it + extra
+        err = logistic_gradient_dd(hi, lo, X, y, gh, gl)
+        g = np.empty(m)
+        for j in range(m):
+            p, e = two_prod(gamma, hi[j])
+            a, b = dd_add(gh[j], gl[j], p)
+            a, b = dd_add(a, b, e + gamma * lo[j])
+            a, b = dd_add(a, b, V[j])
+            g[j] = a + b
+            err = max(err, 0.0) + 8.0 * u * u * (abs(gh[j]) + abs(p) + abs(V[j])) + 2.0 * u * abs(gamma * lo[j])
+        cert = (float(np.linalg.norm(g)) * (1.0 + 4.0 * m * u) + math.sqrt(m) * err) / gamma
+        if cert <= 0.5 * eta:
+            return hi, lo, it + extra
         if extra == 8:
             break
-        logistic_hessian(theta, X, H)
-        theta = theta - np.linalg.solve(H + gamma * np.eye(m), g)
+        logistic_hessian(hi, X, H)
+        step = np.linalg.solve(H + gamma * np.eye(m), g)
+        for j in range(m):
+            hi[j], lo[j] = dd_add(hi[j], lo[j], -step[j])
     raise RuntimeError(f"hardened release: the solver could not certify its rounding below eta = {eta:.3g} "
                        "(theta beyond the clamp, or an ill-conditioned problem); use hardened=false")
 
@@ -272,6 +287,7 @@ class ExtendedObjectivePerturbation(Mechanism):
 
     kind = "objective_ext"
     diagnostics = SAMPLER_DIAGNOSTICS
+    snaps_itself = True  # hardened releases are snapped from their double-double value
 
     def __init__(self, *, norm="linf", q=0.5, tol=1e-10, max_iter=100):
         self.norm = check_choice("norm", norm, NORMS)
@@ -312,7 +328,9 @@ class ExtendedObjectivePerturbation(Mechanism):
         d = data.d
         V = knorm_noise(rng, self.norm, d, self.noise_scale(d, epsilon))
         if self.hardened:
-            theta, it = certified_minimiser(data.X, data.y, self.gamma(d, epsilon), V, self.max_iter)
+            h = self.hardening(data, epsilon)
+            hi, lo, it = certified_minimiser(data.X, data.y, self.gamma(d, epsilon), V, self.max_iter, h.eta)
+            theta = snap(hi, h, rng, lo)
         else:
             theta, it = self.solve(data, V, self.gamma(d, epsilon))
         return Release(theta, {"sampler": "exact", "acceptance": 1.0, "steps": int(it)})

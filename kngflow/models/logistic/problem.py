@@ -40,6 +40,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kngflow._jit import jit
+from kngflow.kernels.dd import EXP_DD_REL, UNIT, dd_add, dd_add_dd, dd_div, exp_dd, two_prod
 from kngflow.problems.base import SimulatedProblem, check_vector
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "gradient_sensitivity",
     "hessian_bound",
     "logistic_gradient",
+    "logistic_gradient_dd",
     "logistic_hessian",
     "logistic_loss",
     "logistic_mle",
@@ -144,6 +146,67 @@ def logistic_hessian(beta, X, H):
     for a in range(m):
         for b in range(a):
             H[b, a] = H[a, b]
+
+
+@jit
+def logistic_gradient_dd(hi, lo, X, y, gh, gl):
+    """``g = sum_i x_i (sigma(x_i' beta) - y_i)`` at ``beta = hi + lo`` in double-double into
+    ``gh + gl``; returns a bound on ``max_j |g_computed_j - g_exact_j|``.
+
+    Per record: ``t = x_i' beta`` from exact products (within ``δt = u sum_j |x_ij lo_j| +
+    8 (m + 2) u^2 sum_j |x_ij| (|hi_j| + |lo_j|)``, as :func:`~kngflow.kernels.dd.residual_dd`);
+    ``e = exp(-|t|)`` by :func:`~kngflow.kernels.dd.exp_dd`; ``w = sigma(t) - y_i`` as
+    ``±1 / (1 + e)`` or ``±e / (1 + e)`` (never a difference of nearly equal numbers).  ``w``
+    moves by at most ``|Δe|`` per ``Δe`` and by ``|Δt| / 4`` per ``Δt``, and the double-double
+    sum and quotient err by ``12 u^2`` relative, so ``|Δw| <= EXP_DD_REL + 12 u^2 + δt / 4``
+    (plus ``2^-1074`` where ``e`` is subnormal).  Each ``w x_ij`` is an exact product
+    plus one rounded one (``u |w_lo x_ij|``), and each double-double addition to the running
+    sum ``S`` errs by at most ``2 u^2 |S|``, which is accumulated as it goes.
+    """
+    n, m = X.shape
+    err = np.zeros(m)
+    for j in range(m):
+        gh[j] = 0.0
+        gl[j] = 0.0
+    tiny = 2.0**-1074
+    for i in range(n):
+        th, tl = 0.0, 0.0
+        small = 0.0
+        size = 0.0
+        for j in range(m):
+            p, e = two_prod(X[i, j], hi[j])
+            th, tl = dd_add(th, tl, p)
+            th, tl = dd_add(th, tl, e)
+            q = X[i, j] * lo[j]
+            th, tl = dd_add(th, tl, q)
+            small += abs(q)
+            size += abs(X[i, j]) * (abs(hi[j]) + abs(lo[j]))
+        dt = 2.0 * UNIT * small + 8.0 * (m + 2) * UNIT * UNIT * size
+        if th >= 0.0:
+            eh, el = exp_dd(-th, -tl)
+        else:
+            eh, el = exp_dd(th, tl)
+        dh, dl = dd_add_dd(1.0, 0.0, eh, el)
+        # sigma - y: t >= 0: 1/(1+e) - y; t < 0: e/(1+e) - y
+        if (th >= 0.0) == (y[i] == 1.0):
+            wh, wl = dd_div(eh, el, dh, dl)  # t >= 0, y = 1: -e/(1+e); t < 0, y = 0: e/(1+e)
+        else:
+            wh, wl = dd_div(1.0, 0.0, dh, dl)  # t >= 0, y = 0: 1/(1+e); t < 0, y = 1: -1/(1+e)
+        if y[i] == 1.0:
+            wh, wl = -wh, -wl
+        dw = EXP_DD_REL + 12.0 * UNIT * UNIT + 0.25 * dt + tiny
+        for j in range(m):
+            p, e = two_prod(wh, X[i, j])
+            r = wl * X[i, j]
+            a, b = dd_add(gh[j], gl[j], p)
+            a, b = dd_add(a, b, e + r)
+            gh[j] = a
+            gl[j] = b
+            err[j] += abs(X[i, j]) * dw + 2.0 * UNIT * abs(r) + 2.0 * UNIT * UNIT * (2.0 * abs(a) + abs(p))
+    out = 0.0
+    for j in range(m):
+        out = max(out, err[j])
+    return out
 
 
 @jit
