@@ -129,7 +129,7 @@ def test_a_state_whose_certificate_exceeds_the_bound_is_not_released_the_lattice
 @pytest.mark.slow
 def test_the_hardened_law_matches_the_unhardened_gradient_map_and_a_2eps_control_fails():
     data = PROBLEM.simulate(2_000, np.random.default_rng(5))
-    draws = 1200
+    draws = 800
     plain = get_mechanism("logistic", "kng", hardened=False)
     hard = get_mechanism("logistic", "kng")
 

@@ -64,9 +64,14 @@ def test_the_double_double_logistic_gradient_is_within_its_bound_and_float64_is_
     assert max(float(abs(Decimal(g[j]) - exact[j])) for j in range(m)) > 1e6 * bound  # control
 
 
+@pytest.fixture(scope="module")
+def million():
+    return get_problem("logistic").simulate(1_000_000, np.random.default_rng(6))
+
+
 @pytest.mark.parametrize("kind", ["objective_ext", "objective", "objective_chaudhuri"])
-def test_hardened_objective_perturbation_releases_at_n_1e6_on_a_grid_of_its_density_scale(kind):
-    data = get_problem("logistic").simulate(1_000_000, np.random.default_rng(6))
+def test_hardened_objective_perturbation_releases_at_n_1e6_on_a_grid_of_its_density_scale(kind, million):
+    data = million
     mech = get_mechanism("logistic", kind)
     h = mech.hardening(data, 1.0)
     assert h.site == "sampler" and h.eta == math.ldexp(h.grid, -32)
