@@ -10,7 +10,6 @@ on stderr: run the same command again to resume.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
@@ -171,14 +170,6 @@ def _damage_problem(store, *, repair: bool = False, spec=None) -> str | None:
     return damage_problem(store, repair=repair, spec=spec, log=lambda line: print(line, flush=True))
 
 
-def _dashboard_link(client) -> str | None:
-    """The dashboard address, or None when the scheduler serves none."""
-    try:
-        return client.dashboard_link
-    except (KeyError, AttributeError, OSError):
-        return None
-
-
 def cmd_run(args) -> int:
     from kngflow.sweep.spec import SpecError, load_spec
 
@@ -215,98 +206,11 @@ def cmd_run(args) -> int:
         _err(str(exc))
         return EXIT_BAD_INPUT
 
-    import distributed  # noqa: F401 - its loggers must exist before --log-file takes them over
+    from kngflow.sweep.launch import RunRefused, launch_run
 
-    from kngflow.store import StoreError
-    from kngflow.store.lock import RunLock
-    from kngflow.sweep import prepare_store, run_sweep
-    from kngflow.sweep.cluster import ClusterConfigError, connect
-    from kngflow.sweep.engine import (SchedulerLost, VersionMismatch, check_store, check_workers, plugin_modules,
-                                      runtime_versions)
-    from kngflow.sweep.quiet import busy_ports, drop_reconnect_errors, log_to_file
-
-    if args.log_file:
-        log_to_file(args.log_file)
-    else:
-        drop_reconnect_errors()  # a lost scheduler is reported below, in one line
-    dashboard = None if args.no_dashboard else args.dashboard_address
-    where = args.scheduler or args.scheduler_file or args.cluster or "local cluster"
     try:
-        with contextlib.ExitStack() as stack:
-            try:
-                stack.enter_context(RunLock(args.store))
-                damage = _damage_problem(args.store, repair=args.repair, spec=spec)
-                if damage:
-                    _err(damage)
-                    return EXIT_BAD_INPUT
-                check_store(spec, args.store)  # refuse a foreign store now; create or extend it once connected
-                cost, est = _estimate(spec, args.store, args.task_seconds)
-            except StoreError as exc:
-                _err(str(exc))
-                return EXIT_BAD_INPUT
-            why = est.too_big()
-            if why and not args.yes:
-                _err(f"{why} (see `kngflow plan {args.spec}`); run again with --yes to run it anyway")
-                return EXIT_BAD_INPUT
-            if args.scheduler or args.scheduler_file:
-                address = args.scheduler or json.loads(Path(args.scheduler_file).read_text())["address"]
-                print(f"connecting to {address} (timeout {args.connect_timeout:g} s)", flush=True)
-            try:
-                with busy_ports() as busy:  # distributed's warning about a busy port: one line of ours below
-                    client = stack.enter_context(
-                        connect(
-                            scheduler=args.scheduler,
-                            scheduler_file=args.scheduler_file,
-                            cluster_file=args.cluster,
-                            workers=args.workers,
-                            dashboard_address=dashboard,
-                            timeout=args.connect_timeout,
-                            log_file=args.log_file,
-                        )
-                    )
-            except OSError as exc:  # refused, unreachable, timed out (TimeoutError is an OSError)
-                _err(f"cannot connect to the Dask scheduler of {where}: {exc}")
-                return EXIT_BAD_INPUT
-            if args.min_workers:
-                print(f"waiting for {args.min_workers} workers (timeout {args.connect_timeout:g} s)", flush=True)
-                try:
-                    client.wait_for_workers(args.min_workers, timeout=args.connect_timeout)
-                except TimeoutError:
-                    _err(f"--min-workers {args.min_workers}: only {len(client.nthreads())} workers joined "
-                         f"{where} within --connect-timeout {args.connect_timeout:g} s")
-                    return EXIT_BAD_INPUT
-            # before anything is written: same kngflow, numpy, numba and plug-in modules everywhere
-            check_workers(client, runtime_versions(plugin_modules(spec)))
-            try:
-                prepared = prepare_store(spec, args.store, replicate_chunk=args.replicate_chunk)
-            except StoreError as exc:
-                _err(str(exc))
-                return EXIT_BAD_INPUT
-            nworkers = len(client.nthreads())
-            for line in est.lines(nworkers) + est.cluster_lines(max(1, sum(client.nthreads().values()))):
-                print(line, flush=True)
-            print(f"scheduler {client.scheduler.address}; {nworkers} workers", flush=True)
-            remote = args.scheduler or args.scheduler_file or args.cluster
-            link = _dashboard_link(client) if (remote or dashboard) else None
-            taken = [port for port, _used in busy]
-            if link:
-                print(f"dashboard: {link}" + (f" (port {taken[0]} is in use)" if taken else ""), flush=True)
-            elif taken:
-                print(f"dashboard: none (port {taken[0]} is in use)", flush=True)
-            result = run_sweep(
-                spec,
-                args.store,
-                client,
-                prepared=prepared,
-                cost=cost,
-                max_in_flight=args.max_in_flight,
-                retries=args.retries,
-                task_timeout=args.task_timeout,
-                flush_seconds=args.flush_seconds,
-                progress=not args.no_progress,
-                worker_timeout=args.connect_timeout,
-            )
-    except (ClusterConfigError, VersionMismatch, SchedulerLost, StoreError) as exc:
+        result = launch_run(spec, args, say=lambda line: print(line, flush=True))
+    except RunRefused as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
     print(
@@ -322,22 +226,10 @@ def cmd_run(args) -> int:
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
-def _estimate(spec, store, task_seconds: float, threads: int | None = None):
-    """``(cost model calibrated on this machine, estimate of running spec into store)``;
-    with ``threads``, tasks as long as a run on that many threads cuts them."""
-    from kngflow.sweep import calibrate, estimate
-    from kngflow.sweep.engine import store_progress
-    from kngflow.sweep.plan import scaled_cost
-
-    progress = store_progress(spec, store) if store else None
-    cost = calibrate(spec, task_seconds=task_seconds)
-    sized = scaled_cost(cost, threads) if threads else cost
-    return cost, estimate(spec, sized, progress=progress)
-
-
 def cmd_plan(args) -> int:
     from kngflow.store import StoreError
     from kngflow.sweep import SpecError, load_spec
+    from kngflow.sweep.launch import estimate_run
 
     try:
         spec = load_spec(args.spec)
@@ -354,7 +246,7 @@ def cmd_plan(args) -> int:
         if damage:
             _err(damage)
             return EXIT_BAD_INPUT
-        est = _estimate(spec, args.store, args.task_seconds, args.workers)[1]
+        est = estimate_run(spec, args.store, args.task_seconds, args.workers)[1]
     except StoreError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
