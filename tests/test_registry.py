@@ -102,6 +102,37 @@ def test_a_model_module_must_expose_problem_and_mechanisms(tmp_path, monkeypatch
     assert "half" not in registry.problem_names()  # negative control: gone with its folder
 
 
+def test_an_outside_model_whose_problem_lacks_d_and_theta_star(tmp_path, monkeypatch):
+    """A model package registered by entry point, its problem stating neither d nor theta_star:
+    building it by name is one line naming both; the same model with both builds."""
+    body = ("from kngflow.problems import Problem\n"
+            "class Bare(Problem):\n"
+            "    def simulate(self, n, rng):\n"
+            "        return rng.standard_normal((n, 2))\n"
+            "class Stated(Bare):\n"
+            "    d = 2\n"
+            "    theta_star = (0.0, 0.0)\n"
+            "PROBLEM = {cls}\nMECHANISMS = {{}}\n")
+    (tmp_path / "baremodel.py").write_text(body.format(cls="Bare"))
+    (tmp_path / "statedmodel.py").write_text(body.format(cls="Stated"))
+    info = tmp_path / "baremodel-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: baremodel\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[kngflow.models]\nbare = baremodel\nstated = statedmodel\n")
+    try:
+        with monkeypatch.context() as mp:
+            mp.syspath_prepend(str(tmp_path))
+            registry._entry_points.cache_clear()
+            registry.load_model.cache_clear()
+            with pytest.raises(TypeError) as err:
+                get_problem("bare")
+            assert "\n" not in str(err.value) and "does not declare d, theta_star" in str(err.value)
+            assert get_problem("stated").d == 2  # negative control
+    finally:
+        registry._entry_points.cache_clear()
+        registry.load_model.cache_clear()
+
+
 def test_the_facade_builds_what_the_docs_show():
     from kngflow.api import DATASETS, MECHANISMS, PROBLEMS, load_dataset
 
