@@ -38,7 +38,8 @@ def ks_min(a, b):
 
 
 def test_sampler_code_added_without_renumbering():
-    assert SAMPLER_CODES == {"none": 0, "exact": 1, "gibbs": 2, "metropolis": 3, "gradient_map": 4, "surrogate_map": 5}
+    assert SAMPLER_CODES == {"none": 0, "exact": 1, "gibbs": 2, "metropolis": 3, "gradient_map": 4, "surrogate_map": 5,
+                             "frozen_map": 6}
 
 
 def test_cholesky_logdet():
