@@ -99,11 +99,10 @@ def logistic(ns, count: int) -> None:
     from kngflow.models.logistic.problem import logistic_mle
 
     problem = get_problem("logistic")
-    mechs = {"kng hardened": get_mechanism("logistic", "kng"),
+    every = {"kng hardened": get_mechanism("logistic", "kng"),
              "kng": get_mechanism("logistic", "kng", hardened=False),
              "op_ext hardened": get_mechanism("logistic", "objective_ext"),
              "op_ext": get_mechanism("logistic", "objective_ext", hardened=False)}
-    every = mechs
     for n in ns:
         data = problem.simulate(n, np.random.default_rng(n))
         mle = logistic_mle(data)

@@ -174,8 +174,10 @@ class NonPrivateBase(Mechanism):
 
 
 #: samplers whose rounding a hardened release bounds (:func:`sampler_hardening`): the
-#: chains' positions are sums of data-independent proposals, and the exact draws (1-D
-#: quantiles) an order statistic plus a uniform offset.  Coordinate Gibbs is not among
+#: chains' positions are sums of data-independent proposals, the exact draws (1-D
+#: quantiles) an order statistic plus a uniform offset, and the map samplers' final states
+#: certified (:meth:`GenericKNG.release_surrogate_hardened`,
+#: :meth:`GenericKNG.release_gradient_map_hardened`).  Coordinate Gibbs is not among
 #: them: its breakpoints divide by covariates, whose rounding has no public bound.
 HARDENABLE_SAMPLERS = ("exact", "metropolis", "surrogate_map", "gradient_map")
 #: a hardened surrogate-map release's grid is 2^-SURROGATE_GRID_BITS of the bound (no public

@@ -93,7 +93,7 @@ def certified_minimiser(X, y, gamma, V, max_iter, eta) -> tuple[np.ndarray, np.n
             a, b = dd_add(a, b, e + gamma * lo[j])
             a, b = dd_add(a, b, V[j])
             g[j] = a + b
-            err = max(err, 0.0) + 8.0 * u * u * (abs(gh[j]) + abs(p) + abs(V[j])) + 2.0 * u * abs(gamma * lo[j])
+            err += 8.0 * u * u * (abs(gh[j]) + abs(p) + abs(V[j])) + 2.0 * u * abs(gamma * lo[j])  # every j's, summed
         cert = (float(np.linalg.norm(g)) * (1.0 + 4.0 * m * u) + math.sqrt(m) * err) / gamma
         if cert <= 0.5 * eta:
             return hi, lo, it + extra
