@@ -33,7 +33,7 @@ import re
 import sys
 from importlib import metadata
 
-__all__ = ["PluginError", "BUILTIN_MODELS", "MODEL_GROUP", "ENTRY_POINT_GROUPS", "is_reference", "load_reference",
+__all__ = ["PluginError", "ContractError", "BUILTIN_MODELS", "MODEL_GROUP", "ENTRY_POINT_GROUPS", "is_reference", "load_reference",
            "load_model", "model_names", "mechanism_class", "kind_names", "problem_class", "problem_names",
            "provenance"]
 
@@ -60,6 +60,10 @@ _MODULE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 
 class PluginError(ValueError):
     """A model, problem or mechanism name that cannot be resolved (the message is one line)."""
+
+
+class ContractError(PluginError, TypeError):
+    """A class found by name that breaks its contract (a problem without ``d``, ...); also a TypeError."""
 
 
 def is_reference(name) -> bool:
@@ -179,7 +183,7 @@ def problem_class(name: str) -> type:
     try:
         return check_problem_class(cls, name)
     except TypeError as exc:
-        raise PluginError(str(exc)) from None
+        raise ContractError(str(exc)) from None
 
 
 def mechanism_class(problem_name: str, kind: str) -> type:

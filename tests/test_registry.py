@@ -56,6 +56,10 @@ def test_a_problem_states_d_and_theta_star():
     with pytest.raises(TypeError) as err:
         get_problem(ref)
     assert str(err.value).count("\n") == 0 and "does not declare theta_star" in str(err.value)
+    # already when the class is looked up (registered), before anything is built
+    with pytest.raises(TypeError, match="does not declare theta_star"):
+        registry.problem_class(ref)
+    assert registry.problem_class(f"{__name__}:_Complete") is _Complete  # negative control
     with pytest.raises(TypeError, match=r"d must be an integer >= 1, got 0"):
         check_problem(_Complete(d=0))
     with pytest.raises(TypeError, match=r"theta_star must have shape \(d,\) = \(3,\)"):

@@ -200,6 +200,9 @@ def check_problem_class(cls, name: str | None = None) -> type:
     bad = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL)]
     if bad:
         raise TypeError(f"problem {name}: options must be keyword arguments, got positional-only {bad}")
+    missing = [m for m in REQUIRED_MEMBERS if not _declares(cls, m)]
+    if missing:
+        raise TypeError(_missing_message(name, missing))
     return cls
 
 
@@ -207,18 +210,45 @@ def check_problem_class(cls, name: str | None = None) -> type:
 REQUIRED_MEMBERS = ("d", "theta_star")
 
 
+def _missing_message(name: str, missing: list) -> str:
+    return (f"problem {name} does not declare {', '.join(missing)} (every problem sets d, the number "
+            "of coefficients, and theta_star, the reference the error is measured against)")
+
+
+def _declares(cls: type, member: str) -> bool:
+    """Whether a class below :class:`Problem` can provide ``member``: a class attribute, a
+    property or dataclass field of that name, or a method whose code names it (an
+    assignment ``self.member = ...`` in ``__init__`` or a helper).  A static check for the
+    clear omission; the built problem is checked in full by :func:`check_problem`."""
+
+    def names(code) -> bool:
+        return member in code.co_names or any(names(c) for c in code.co_consts if hasattr(c, "co_names"))
+
+    for klass in cls.__mro__:
+        if klass is Problem or not issubclass(klass, Problem):
+            continue
+        if member in vars(klass) or member in getattr(klass, "__dataclass_fields__", {}):
+            return True
+        for value in vars(klass).values():
+            func = getattr(value, "__func__", getattr(value, "fget", value))
+            code = getattr(func, "__code__", None)
+            if code is not None and names(code):
+                return True
+    return False
+
+
 def check_problem(problem, name: str | None = None):
     """``problem`` if it declares :data:`REQUIRED_MEMBERS` (``d`` an integer >= 1,
     ``theta_star`` of length ``d``); TypeError in one line naming what is missing otherwise.
 
-    ``d`` and ``theta_star`` are often set by the constructor from its options, so they
-    are checked on the built problem, when a problem is first built by name.
+    ``d`` and ``theta_star`` are often set by the constructor from its options, so their
+    values are checked on the built problem, when a problem is first built by name (their
+    presence already when its class is looked up: :func:`check_problem_class`).
     """
     name = name or getattr(problem, "name", type(problem).__qualname__)
     missing = [m for m in REQUIRED_MEMBERS if getattr(problem, m, None) is None]
     if missing:
-        raise TypeError(f"problem {name} does not declare {', '.join(missing)} (every problem sets d, the number "
-                        "of coefficients, and theta_star, the reference the error is measured against)")
+        raise TypeError(_missing_message(name, missing))
     d = problem.d
     if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
         raise TypeError(f"problem {name}: d must be an integer >= 1, got {d!r}")
