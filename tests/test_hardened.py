@@ -121,8 +121,7 @@ def test_every_mechanism_accepts_hardened_and_get_mechanism_defaults_to_it():
 
 @pytest.mark.parametrize("problem, kind, options, field", [
     ("linear", "kng", {"sampler": "gradient_map"}, "sampler"),
-    ("linear", "kng", {"sampler": "gibbs"}, "sampler"),
-    ("quantreg", "kng", {"sampler": "gibbs"}, "sampler"),
+    ("linear", "kng", {"norm": "l2", "sampler": "gibbs"}, "sampler"),
     ("quantreg", "kng", {"base": "gaussian"}, "base"),
     ("quantile", "exponential", {"hardened": "yes"}, "hardened"),
 ])
@@ -133,6 +132,15 @@ def test_options_a_hardened_release_cannot_honour_fail_in_one_line_naming_them(p
     assert "\n" not in msg and field in msg, msg
     if field != "hardened":  # the same options unhardened are fine
         get_mechanism(problem, kind, **{**options, "hardened": False})
+
+
+@pytest.mark.parametrize("problem, kind", [("linear", "kng"), ("linear", "exponential"), ("quantreg", "kng"),
+                                           ("quantreg", "exponential")])
+def test_coordinate_gibbs_is_hardenable_where_it_exists(problem, kind):
+    mech = get_mechanism(problem, kind, sampler="gibbs")
+    assert mech.hardened and mech.sampler == "gibbs"
+    if problem == "quantreg":
+        assert "gibbs" in mech.hardenable_samplers()
 
 
 class NoHardening(Mechanism):

@@ -6,7 +6,7 @@ accepted draw's solve ``G theta = c + u`` in double-double and certifies its err
 the certificate is a true bound (against exact rational arithmetic) and sharp enough
 to reject a plain float64 solve at large n; the hardened law matches the unhardened
 exact law (KS, with a 2-epsilon control); releases are exact grid points; the fallback
-chain's positions are exact lattice points; the grid adds at most 1/1024 of the noise
+chain's positions are exact lattice points (Gibbs: tests/test_hardened_gibbs.py); the grid adds at most 1/1024 of the noise
 variance at every n of the shipped studies; a spec's study-level ``hardened`` switch.
 """
 
@@ -139,10 +139,13 @@ def test_the_fallback_chain_moves_on_an_exact_lattice_and_a_hardened_release_wit
     # negative control: without the lattice the positions are not lattice points
     metropolis_chains(np.random.default_rng(1), data.G, data.c, 0.1, 1.0, KIND_KNG_LINF, 200, out, acc)
     assert not np.array_equal(out / lattice, np.round(out / lattice))
-    rel = get_mechanism("linear", "kng", max_tries=1, steps=200).release(data, 1.0, np.random.default_rng(0))
-    h = get_mechanism("linear", "kng").hardening(data, 1.0)
-    assert rel.info["sampler"] in ("exact", "metropolis")
-    assert np.array_equal(rel.estimate / h.grid, np.round(rel.estimate / h.grid))
+    # without exact draws a hardened release runs the lattice chain the norm has: Gibbs (ℓ∞), Metropolis (ℓ2)
+    for norm, chain in (("linf", "gibbs"), ("l2", "metropolis")):
+        mech = get_mechanism("linear", "kng", norm=norm, max_tries=1, steps=200, gibbs_sweeps=50)
+        rel = mech.release(data, 1.0, np.random.default_rng(0))
+        h = mech.hardening(data, 1.0)
+        assert rel.info["sampler"] in ("exact", chain)
+        assert np.array_equal(rel.estimate / h.grid, np.round(rel.estimate / h.grid))
 
 
 @pytest.mark.parametrize("kind", ["kng", "exponential"])

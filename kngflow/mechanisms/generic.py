@@ -177,8 +177,9 @@ class NonPrivateBase(Mechanism):
 #: chains' positions are sums of data-independent proposals, the exact draws (1-D
 #: quantiles) an order statistic plus a uniform offset, and the map samplers' final states
 #: certified (:meth:`GenericKNG.release_surrogate_hardened`,
-#: :meth:`GenericKNG.release_gradient_map_hardened`).  Coordinate Gibbs is not among
-#: them: its breakpoints divide by covariates, whose rounding has no public bound.
+#: :meth:`GenericKNG.release_gradient_map_hardened`).  Coordinate Gibbs joins them where
+#: its chains move on a dyadic lattice (:attr:`Sampled.lattice_gibbs`,
+#: :meth:`Sampled.release_gibbs_hardened`).
 HARDENABLE_SAMPLERS = ("exact", "metropolis", "surrogate_map", "gradient_map")
 #: a hardened surrogate-map release's grid is 2^-SURROGATE_GRID_BITS of the bound (no public
 #: lower bound on the spread exists: data on a hyperplane make the law as narrow as they like),
@@ -238,7 +239,11 @@ class Sampled(Mechanism):
     }
     #: sampler name -> the method making a hardened release with it, ``(data, epsilon, rng) -> (theta, info)``,
     #: where the hardening needs more than the draw (others: the draw, snapped by the contract)
-    hardened_releases: dict = {}  # noqa: RUF012 - read only
+    hardened_releases: dict = {"gibbs": "release_gibbs_hardened"}  # noqa: RUF012 - read only
+    #: ``draw_gibbs`` takes ``lattice=``: its chains can move on a dyadic lattice, drawing each
+    #: coordinate from the target's conditional restricted to the lattice (exact positions),
+    #: which makes Gibbs hardenable (:meth:`release_gibbs_hardened`)
+    lattice_gibbs: bool = False
 
     def __init__(self, *, bound=1.0, base="uniform", base_scale=1.0, sampler="auto", steps=10_000, gibbs_sweeps=50):
         self.bound = check_positive("bound", bound)
@@ -267,7 +272,8 @@ class Sampled(Mechanism):
 
     def hardenable_samplers(self) -> tuple:
         """Samplers whose rounding :meth:`hardening` bounds."""
-        return tuple(name for name in self.available_samplers() if name in HARDENABLE_SAMPLERS)
+        return tuple(name for name in self.available_samplers()
+                     if name in HARDENABLE_SAMPLERS or (name == "gibbs" and self.lattice_gibbs))
 
     def check_hardenable(self) -> None:
         """A hardened release needs a bounded ``Theta`` (uniform base measure) and a sampler
@@ -287,7 +293,9 @@ class Sampled(Mechanism):
         :func:`sampler_hardening` with the sampler :meth:`_policy` runs; for the surrogate map
         the grid ``2^-20`` of the bound and ``η = Λ 2^-26`` (about ``2^-46 B``, above the
         rounding a certified state may have: :meth:`GenericKNG.release_surrogate_hardened`),
-        so δ′ = δ + (1 + e^ε) 2d 2^-26 (2.2·10^-7 at d = 2, ε = 1)."""
+        so δ′ = δ + (1 + e^ε) 2d 2^-26 (2.2·10^-7 at d = 2, ε = 1); for lattice Gibbs
+        (:meth:`release_gibbs_hardened`) the same grid, snapped by the sampler from the
+        exact lattice state (``site = "sampler"``), ``η = Λ 2^-44``."""
         data = self.check_data(data)
         center, B = self.domain(data)
         bound = (float(np.max(np.abs(center))) + float(B)) * abs(self.output_scale(data))
@@ -295,6 +303,9 @@ class Sampled(Mechanism):
         if name == "surrogate_map":
             h = coupling_hardening(bound, 0.0, data.d, bits=SURROGATE_GRID_BITS)
             return h._replace(eta=math.ldexp(h.grid, -SURROGATE_ETA_BITS))
+        if name == "gibbs":
+            h = coupling_hardening(bound, 0.0, data.d, site="sampler", bits=SURROGATE_GRID_BITS)
+            return h._replace(eta=math.ldexp(h.grid, -MAP_ETA_BITS))
         return sampler_hardening(name, self.steps if name == "metropolis" else 0, data.d, bound)
 
     def options(self) -> dict:
@@ -348,6 +359,26 @@ class Sampled(Mechanism):
                 raise
             theta, info = self.draw_with(self.available_samplers()[1], data, epsilon, rng, 1)
         return Release(np.asarray(theta[0], dtype=np.float64) * self.output_scale(data), info.release_info())
+
+    def release_gibbs_hardened(self, data, epsilon, rng):
+        """A hardened coordinate-Gibbs release (output units, snapped) and its info.
+
+        The chain moves on the dyadic lattice ``2^(floor(log2 B) - 46)`` from the
+        data-independent centre (``draw_gibbs(..., lattice=)``, :attr:`lattice_gibbs`): each
+        coordinate is drawn from the conditional restricted to the lattice points of its
+        chord, so the chain targets the density restricted to the lattice (an exponential
+        mechanism on a countable set with the same score: ε-DP in exact arithmetic) and
+        its positions are exact sums.  The state times the output scale is exact in
+        double-double (:func:`~kngflow.kernels.dd.scale_dd`) and snapped from it:
+        ``η = Λ 2^-44`` covers the snapping alone.  Decisions are modelled as exact, as
+        everywhere (:mod:`kngflow.mechanisms.hardening`).
+        """
+        h = self.hardening(data, epsilon)
+        _, B = self.domain(data)
+        theta, info = self.draw_gibbs(data, epsilon, rng, 1, lattice=dyadic_lattice(float(B)))
+        hi, lo = theta[0].copy(), np.zeros(data.d)
+        scale_dd(hi, lo, float(self.output_scale(data)))
+        return snap(hi, h, rng, lo), info.release_info()
 
     def draw_with(self, name, data, epsilon, rng, size):
         """``(theta, info)``: ``size`` draws (scaled units) of sampler ``name`` (:attr:`draws`)."""
@@ -454,7 +485,8 @@ class GenericKNG(Sampled):
     #: optional ``(gradient, hessian)`` of a smooth strictly convex surrogate of a loss whose
     #: gradient is not smooth, on ``surrogate_args(data)``: enables ``"surrogate_map"``
     surrogate = None
-    hardened_releases = {"surrogate_map": "release_surrogate_hardened",  # noqa: RUF012 - read only
+    hardened_releases = {**Sampled.hardened_releases,  # noqa: RUF012 - read only
+                         "surrogate_map": "release_surrogate_hardened",
                          "gradient_map": "release_gradient_map_hardened"}
 
     def __init__(self, *, norm="linf", proposals=GRADIENT_MAP_PROPOSALS, max_tries=10_000, **kw):

@@ -202,13 +202,13 @@ class _Sampled(_Linear):
 
     def check_hardenable(self) -> None:
         """Hardened releases run the exact sampler with a certified double-double solve
-        and, where it cannot run, the Metropolis chain on a dyadic lattice (exact
-        positions); coordinate Gibbs computes its conditionals' breakpoints by dividing by
-        entries of ``G``, whose rounding has no public bound, and the gradient map is
-        opt-in (unhardened)."""
-        if self.sampler not in ("auto", "exact", "metropolis"):
+        and, where it cannot run, coordinate Gibbs (ℓ1, ℓ∞ and the exponential mechanism)
+        or the Metropolis chain (ℓ2), both on a dyadic lattice (exact positions); the
+        gradient map is opt-in (unhardened)."""
+        allowed = ["auto", "exact", "gibbs", "metropolis"] if self._has_gibbs else ["auto", "exact", "metropolis"]
+        if self.sampler not in allowed:
             raise HardeningError(f"hardened: sampler={self.sampler!r} has no bound on its rounding; allowed with "
-                                 "hardened: ['auto', 'exact', 'metropolis']")
+                                 f"hardened: {allowed}")
 
     def spread(self, n: int, d: int, epsilon: float) -> float:
         """A public lower bound on the standard deviation of each coordinate of the
@@ -223,8 +223,9 @@ class _Sampled(_Linear):
         ``η = Λ 2^-44``: the release is carried in double-double and snapped by the
         sampler (``site = "sampler"``).  The exact route refines ``G θ = c + u`` and
         certifies ``||θ - G^{-1}(c + u)||_2`` a posteriori (:mod:`kngflow.kernels.dd`); the
-        Metropolis route moves on the lattice ``2^(floor(log2 B) - 46)``, whose positions
-        are exact sums; the product with ``scale`` is kept exact
+        Gibbs and Metropolis routes move on the lattice ``2^(floor(log2 B) - 46)``, whose
+        positions are exact sums (:func:`~kngflow.models.linear.sampler.gibbs_chains`); the
+        product with ``scale`` is kept exact
         (:func:`~kngflow.kernels.dd.scale_dd`).  A draw whose certificate exceeds ``η``
         is not released: the chain runs instead (every route targets the same law).
         δ′ = δ + (1 + e^ε) 2 d 2^-44 (+ the exponential mechanism's ``tv``).
@@ -295,8 +296,9 @@ class _Sampled(_Linear):
 
     def _release_hardened(self, stats, epsilon, rng, a):
         """A hardened release in output units (:meth:`hardening`): the exact draw refined
-        and certified, else the lattice chain; snapped here from its double-double value
-        times ``scale``."""
+        and certified, else the lattice chain (Gibbs where the norm has it, else
+        Metropolis: the policy of :meth:`_release`); snapped here from its double-double
+        value times ``scale``."""
         h = self.hardening(stats, epsilon)
         scale = float(stats.scale)
         d = stats.d
@@ -321,12 +323,18 @@ class _Sampled(_Linear):
                 raise RuntimeError("hardened exact sampler: the solve could not be certified to the grid's rounding "
                                    "bound; use sampler='auto'")
             out = np.empty((1, d))
-            acc = np.empty(1)
-            metropolis_chains(rng, stats.G, stats.c, a, self.bound, self._kind, self.steps, out, acc,
-                              dyadic_lattice(self.bound))
+            lattice = dyadic_lattice(self.bound)
+            if self.sampler == "gibbs" or (self.sampler == "auto" and self._has_gibbs):
+                if not self._has_gibbs:
+                    raise ValueError(f"sampler 'gibbs' is not available for {self!r}; use 'exact' or 'metropolis'")
+                gibbs_chains(rng, stats.G, stats.c, a, self.bound, self._kind, self.gibbs_sweeps, out, lattice)
+                info = {"sampler": "gibbs", "acceptance": 1.0, "steps": self.gibbs_sweeps}
+            else:
+                acc = np.empty(1)
+                metropolis_chains(rng, stats.G, stats.c, a, self.bound, self._kind, self.steps, out, acc, lattice)
+                info = {"sampler": "metropolis", "acceptance": float(acc[0]), "steps": self.steps}
             hi, lo = out[0].copy(), np.zeros(d)
             scale_dd(hi, lo, scale)
-            info = {"sampler": "metropolis", "acceptance": float(acc[0]), "steps": self.steps}
         return snap(hi, h, rng, lo), info
 
     def _factor(self, chol, a):
@@ -376,11 +384,13 @@ class _Sampled(_Linear):
             raise RuntimeError("exact sampler exhausted max_tries")
         return theta, DrawInfo("exact", 1.0 / tries, tries)
 
-    def draw_gibbs(self, stats, epsilon, rng, size, sweeps=None):
-        """Final states of ``size`` independent Gibbs chains (scaled units) and their info."""
+    def draw_gibbs(self, stats, epsilon, rng, size, sweeps=None, lattice=0.0):
+        """Final states of ``size`` independent Gibbs chains (scaled units) and their info
+        (with ``lattice > 0``, on that dyadic lattice: :func:`gibbs_chains`)."""
         a = self._rate(stats.d, check_epsilon(epsilon))
         out = np.empty((size, stats.d))
-        gibbs_chains(rng, stats.G, stats.c, a, self.bound, self._kind, int(sweeps or self.gibbs_sweeps), out)
+        gibbs_chains(rng, stats.G, stats.c, a, self.bound, self._kind, int(sweeps or self.gibbs_sweeps), out,
+                     float(lattice))
         return out, DrawInfo.constant("gibbs", size, 1.0, sweeps or self.gibbs_sweeps)
 
     def draw_metropolis(self, stats, epsilon, rng, size, steps=None):

@@ -311,25 +311,29 @@ def _exp_conditional(rng, gjj, rj, a, L):
     return -L + draw_seg(rng, 2.0 * a * rj, 2.0 * L)
 
 
-def gibbs_chains(rng, G, c, a, B, kind, steps, out):
+def gibbs_chains(rng, G, c, a, B, kind, steps, out, lattice=0.0):
     """Run ``out.shape[0]`` independent exact coordinate-Gibbs chains of ``steps`` sweeps.
 
     Each chain starts at ``theta = 0`` and writes its final state to a row of ``out``
     (the chain loop :func:`~kngflow.kernels.metropolis.run_chains`).
     ``kind`` is ``KIND_KNG_L1``, ``KIND_KNG_LINF`` or ``KIND_EXP`` (the ℓ2 conditional
-    is not piecewise linear; ℓ2 KNG uses the exact or Metropolis samplers).
+    is not piecewise linear; ℓ2 KNG uses the exact or Metropolis samplers).  With
+    ``lattice > 0`` (a power of two; hardened releases) the chains live on that lattice:
+    each coordinate is drawn from the target's conditional restricted to the lattice
+    points of its chord (:func:`_lattice_conditional`), so every position is an exact sum
+    and the chain targets the density restricted to the lattice.
     """
     d = c.shape[0]
     cap = 2 * d + 2
-    state = (np.empty(d), new_tuner(d), rng, G, c, float(a), float(B), int(kind), np.empty(d), np.empty(d),
-             np.empty(cap), np.empty(cap), np.empty(cap), np.empty(cap), np.empty(d), np.zeros(1))
+    state = (np.empty(d), new_tuner(d), rng, G, c, float(a), float(B), int(kind), float(lattice), np.empty(d),
+             np.empty(d), np.empty(cap), np.empty(cap), np.empty(cap), np.empty(cap), np.empty(d), np.zeros(1))
     run_chains(_gibbs_start, _gibbs_sweeps, None, None, state, int(steps), out, np.empty(out.shape[0]))
 
 
 @jit
 def _gibbs_start(f, g, state, ch):
     """A chain of :func:`gibbs_chains` starts at 0 (residual ``-c``, ℓ1 norm ``x[0] = 0``)."""
-    theta, c, r, x = state[0], state[4], state[8], state[15]
+    theta, c, r, x = state[0], state[4], state[9], state[16]
     x[0] = 0.0
     for i in range(c.shape[0]):
         theta[i] = 0.0
@@ -337,27 +341,92 @@ def _gibbs_start(f, g, state, ch):
 
 
 @jit
+def _conditional(rng, r0, G, j, a, L, kind, t0s, f0s, slopes, logm, kinks):
+    """Draw ``t`` on ``[-L, L]`` from coordinate ``j``'s exact conditional (``r0``: the
+    residual without coordinate ``j``)."""
+    if kind == KIND_EXP:
+        return _exp_conditional(rng, G[j, j], r0[j], a, L)
+    if kind == KIND_KNG_LINF:
+        npc = _pieces_linf(r0, G[j], L, t0s, f0s, slopes)
+    else:
+        npc = _pieces_l1(r0, G[j], L, t0s, f0s, slopes, kinks)
+    return _draw_piecewise(rng, a, L, t0s, f0s, slopes, npc, logm)
+
+
+@jit
+def _shifted_norm(r0, g, t, kind):
+    """``||r0 + t g||_K`` (ℓ1 or ℓ∞)."""
+    s = 0.0
+    for i in range(r0.shape[0]):
+        v = abs(r0[i] + t * g[i])
+        if kind == KIND_KNG_L1:
+            s += v
+        elif v > s:
+            s = v
+    return s
+
+
+@jit
+def _lattice_conditional(rng, r0, G, j, a, K, lattice, kind, t0s, f0s, slopes, logm, kinks):
+    """Draw ``k lattice`` (``|k| <= K``) with probability ∝ the conditional density at ``k lattice``.
+
+    Rejection from the continuous conditional on ``[-(K + 1/2) lattice, (K + 1/2) lattice]``:
+    a draw ``t`` is rounded to the nearest lattice point ``x`` and accepted with probability
+    ``exp(-a (E(x) - E(t)) - M)``, where ``E`` is the conditional's energy and
+    ``M = a S lattice / 2`` bounds ``a |E(x) - E(t)|`` (``S`` bounds ``|E'|`` on the chord:
+    ``||G_j||_1`` for ℓ1, ``max |G_ji|`` for ℓ∞, ``2 (|G_jj| L + |r0_j|)`` for the
+    exponential mechanism's quadratic).  The accepted ``x`` has probability
+    ``∝ ∫_cell f(t) exp(-a (E(x) - E(t)) - M) dt = lattice exp(-a E(x) - M)``: the
+    restriction of the conditional to the lattice, exactly.  ``M`` is about ``2^-47`` of the
+    conditional's log-density range, so a rejection is rare.
+    """
+    if K <= 0.0:
+        return 0.0
+    half = 0.5 * lattice
+    L = (2.0 * K + 1.0) * half  # exact: 2K + 1 < 2^53
+    g = G[j]
+    if kind == KIND_EXP:
+        slope = 2.0 * (abs(G[j, j]) * L + abs(r0[j]))
+    else:
+        slope = 0.0
+        for i in range(g.shape[0]):
+            if kind == KIND_KNG_L1:
+                slope += abs(g[i])
+            elif abs(g[i]) > slope:
+                slope = abs(g[i])
+    bound = a * slope * half * (1.0 + 2.0**-20)
+    while True:
+        t = _conditional(rng, r0, G, j, a, L, kind, t0s, f0s, slopes, logm, kinks)
+        x = min(max(math.floor(t / lattice + 0.5), -K), K) * lattice
+        if kind == KIND_EXP:
+            diff = (x - t) * (G[j, j] * (x + t) + 2.0 * r0[j])
+        else:
+            diff = _shifted_norm(r0, g, x, kind) - _shifted_norm(r0, g, t, kind)
+        if rng.random() < math.exp(-a * diff - bound):
+            return x
+
+
+@jit
 def _gibbs_sweeps(f, g, state, steps):
     """The sweeps of a chain of :func:`gibbs_chains`: each coordinate drawn from its exact conditional."""
-    theta, tuner, rng, G, c, a, B, kind, r, r0, t0s, f0s, slopes, logm, kinks, x = state
+    theta, tuner, rng, G, c, a, B, kind, lattice, r, r0, t0s, f0s, slopes, logm, kinks, x = state
     d = c.shape[0]
     l1 = x[0]
+    top = math.floor(B / lattice) if lattice > 0.0 else 0.0  # the lattice index of B
     for _ in range(steps):
         for j in range(d):
             tj = theta[j]
             L = l1_chord(B, l1, tj)
             for i in range(d):
                 r0[i] = r[i] - tj * G[j, i]
-            if L == 0.0:
+            if lattice > 0.0:
+                # the chord's last lattice index: exact, the positions being lattice points
+                t = _lattice_conditional(rng, r0, G, j, a, top - (l1 - abs(tj)) / lattice, lattice, kind,
+                                         t0s, f0s, slopes, logm, kinks)
+            elif L == 0.0:
                 t = 0.0
-            elif kind == KIND_EXP:
-                t = _exp_conditional(rng, G[j, j], r0[j], a, L)
             else:
-                if kind == KIND_KNG_LINF:
-                    npc = _pieces_linf(r0, G[j], L, t0s, f0s, slopes)
-                else:
-                    npc = _pieces_l1(r0, G[j], L, t0s, f0s, slopes, kinks)
-                t = _draw_piecewise(rng, a, L, t0s, f0s, slopes, npc, logm)
+                t = _conditional(rng, r0, G, j, a, L, kind, t0s, f0s, slopes, logm, kinks)
             theta[j] = t
             l1 += abs(t) - abs(tj)
             for i in range(d):

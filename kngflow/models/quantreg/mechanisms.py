@@ -66,6 +66,7 @@ class _QuantReg:
     """Shared: data check, kernel arguments, exact coordinate Gibbs of ``_target``."""
 
     samplers = ("gibbs", "metropolis")
+    lattice_gibbs = True
 
     def available_samplers(self):
         return self.samplers if self.base == "uniform" else ("metropolis",)
@@ -99,15 +100,17 @@ class _QuantReg:
         )
         return out, DrawInfo.chains("metropolis", acc, steps or self.steps)
 
-    def draw_gibbs(self, data, epsilon, rng, size, sweeps=None):
-        """Final states of ``size`` exact coordinate-Gibbs chains started at 0 (scaled units) and their info."""
+    def draw_gibbs(self, data, epsilon, rng, size, sweeps=None, lattice=0.0):
+        """Final states of ``size`` exact coordinate-Gibbs chains started at 0 (scaled units) and their
+        info (with ``lattice > 0``, on that dyadic lattice: :func:`qr_gibbs_chains`)."""
         if self.base != "uniform":
             raise ValueError("sampler 'gibbs' needs base='uniform'")
         a = self.rate(data, epsilon)
         out = np.empty((size, data.d))
         code = NORM_CODES[self.norm]
         qr_gibbs_chains(
-            rng, data.X, data.y, data.tau, a, self.bound, self._target, code, int(sweeps or self.gibbs_sweeps), out
+            rng, data.X, data.y, data.tau, a, self.bound, self._target, code, int(sweeps or self.gibbs_sweeps), out,
+            float(lattice),
         )
         return out, DrawInfo.constant("gibbs", size, 1.0, sweeps or self.gibbs_sweeps)
 

@@ -219,10 +219,13 @@ def bucket_argsort(keys, m, order, count):
 
 
 @jit
-def _qr_conditional(rng, X, b, j, L, tau, a, target, code, g, keys, idx, T, logm, order, count):
+def _qr_conditional(rng, X, b, j, L, tau, a, target, code, g, keys, idx, T, logm, order, count, lattice=0.0):
     """Draw ``t`` on ``[-L, L]`` from the coordinate-``j`` conditional (see module doc).
 
-    ``b`` holds the residuals without coordinate ``j``.  Returns the draw.
+    ``b`` holds the residuals without coordinate ``j``.  Returns the draw.  With
+    ``lattice > 0`` (KNG's target; ``L`` a multiple of it) the draw is a lattice point
+    with probability ∝ the density there: a segment's mass is its number of lattice points
+    times its density, and the point is uniform among them.
     """
     n, d = X.shape
     for k in range(d):
@@ -251,6 +254,8 @@ def _qr_conditional(rng, X, b, j, L, tau, a, target, code, g, keys, idx, T, logm
     for q in range(m + 1):
         w = T[q + 1] - T[q]
         if target == TARGET_KNG:
+            if lattice > 0.0:
+                w = _lattice_count(T, q, m, lattice)
             v = (math.log(w) if w > 0.0 else -np.inf) - a * norm_by_code(g, code)
         else:
             v = -a * loss + log_seg_mass(a * g[j], w)
@@ -275,11 +280,20 @@ def _qr_conditional(rng, X, b, j, L, tau, a, target, code, g, keys, idx, T, logm
     while q > 0 and logm[q] == logm[q - 1]:
         q -= 1
     w = T[q + 1] - T[q]
+    if target == TARGET_KNG and lattice > 0.0:
+        return (math.ceil(T[q] / lattice) + math.floor(rng.random() * _lattice_count(T, q, m, lattice))) * lattice
     if target == TARGET_KNG:
         t = T[q] + rng.random() * w
     else:
         t = T[q] + draw_seg(rng, a * keys[q], w)
     return min(max(t, T[q]), T[q + 1])
+
+
+@jit
+def _lattice_count(T, q, m, lattice):
+    """Lattice points of segment ``q`` of the breaks ``T[0..m+1]``: ``[T_q, T_q+1)``, the last closed."""
+    last = math.floor(T[m + 1] / lattice) if q == m else math.ceil(T[q + 1] / lattice) - 1.0
+    return max(last - math.ceil(T[q] / lattice) + 1.0, 0.0)
 
 
 #: a window edge is "far" when the exponential conditional's log density there is this
@@ -418,7 +432,42 @@ def _qr_exp_conditional(rng, X, b, j, L, tau, a, t0, h, keys, vals, T, logm, ord
     return t, max(1.5 * max(t - lo, hi - t), 1e-12)
 
 
-def qr_gibbs_chains(rng, X, y, tau, a, B, target, code, sweeps, out):
+@jit
+def _qr_exp_lattice(rng, X, b, j, K, lattice, tau, a, t0, h, keys, vals, T, logm, order, count):
+    """Draw ``k lattice`` (``|k| <= K``) with probability ∝ the exponential conditional there.
+
+    Rejection from the continuous conditional on ``[-(K + 1/2) lattice, (K + 1/2) lattice]``
+    (:func:`_qr_exp_conditional`): its draw ``t`` is rounded to the nearest lattice point
+    ``x`` and accepted with probability ``exp(-a (l(x) - l(t)) - M)``, where
+    ``M = a S lattice / 2`` with ``S = max(tau, 1 - tau) sum_i |x_ij|`` bounding the loss's
+    slope, so ``M >= a |l(x) - l(t)|``; the accepted ``x`` has probability
+    ``∝ lattice exp(-a l(x) - M)``, the restriction of the conditional to the lattice,
+    exactly (``M`` is about ``2^-47`` of the conditional's log-density range).  Returns
+    ``(x, h_next)`` as :func:`_qr_exp_conditional` does.
+    """
+    half = 0.5 * lattice
+    L = (2.0 * K + 1.0) * half  # exact: 2K + 1 < 2^53
+    while True:
+        t, h_next = _qr_exp_conditional(rng, X, b, j, L, tau, a, t0, h, keys, vals, T, logm, order, count)
+        x = min(max(math.floor(t / lattice + 0.5), -K), K) * lattice
+        step = x - t
+        diff = 0.0  # l(x) - l(t), record by record (one slope unless a break lies between)
+        slope = 0.0
+        for i in range(b.shape[0]):
+            xij = X[i, j]
+            slope += abs(xij)
+            rx = b[i] - xij * x
+            rt = b[i] - xij * t
+            if (rx <= 0.0) == (rt <= 0.0):
+                diff -= (tau - 1.0 if rx <= 0.0 else tau) * xij * step
+            else:
+                diff += (rx * (tau - 1.0) if rx <= 0.0 else rx * tau) - (rt * (tau - 1.0) if rt <= 0.0 else rt * tau)
+        bound = a * max(tau, 1.0 - tau) * slope * half * (1.0 + 2.0**-20)
+        if rng.random() < math.exp(-a * diff - bound):
+            return x, h_next
+
+
+def qr_gibbs_chains(rng, X, y, tau, a, B, target, code, sweeps, out, lattice=0.0):
     """Exact coordinate-Gibbs chains on ``{||theta||_1 <= B}`` (uniform base), start 0.
 
     ``target`` is :data:`TARGET_KNG` (norm ``code``) or :data:`TARGET_EXP`; ``sweeps``
@@ -426,10 +475,15 @@ def qr_gibbs_chains(rng, X, y, tau, a, B, target, code, sweeps, out):
     :func:`~kngflow.kernels.metropolis.run_chains`).  The exponential
     target's conditionals are drawn on a window (:func:`_qr_exp_conditional`; the first
     of each chain spans ``Theta``, later ones are sized from the previous draw of that
-    coordinate): exact whatever the window, but sorting only its breaks.
+    coordinate): exact whatever the window, but sorting only its breaks.  With
+    ``lattice > 0`` (a power of two; hardened releases) the chains live on that lattice:
+    each coordinate is drawn from the conditional restricted to the lattice points of its
+    chord (:func:`_qr_conditional`, :func:`_qr_exp_lattice`), so every position is an
+    exact sum and the chain targets the density restricted to the lattice.
     """
     n, d = X.shape
     state = (np.empty(d), new_tuner(d), rng, X, y, float(tau), float(a), float(B), int(target), int(code),
+             float(lattice),
              np.empty(n), np.empty(n), np.empty(d), np.empty(n + 1), np.empty(n, dtype=np.int64),
              np.empty(n, dtype=np.int64), np.empty(n + 1, dtype=np.int64), np.empty(n + 2), np.empty(n + 1),
              np.empty(n if target == TARGET_EXP else 0), np.empty(d), np.zeros(1))
@@ -439,7 +493,7 @@ def qr_gibbs_chains(rng, X, y, tau, a, B, target, code, sweeps, out):
 @jit
 def _gibbs_start(f, g, state, ch):
     """A chain of :func:`qr_gibbs_chains` starts at 0 (residuals ``y``), each window ``2 B`` wide."""
-    theta, y, B, r, h, x = state[0], state[4], state[7], state[10], state[20], state[21]
+    theta, y, B, r, h, x = state[0], state[4], state[7], state[11], state[21], state[22]
     for k in range(theta.shape[0]):
         theta[k] = 0.0
         h[k] = 2.0 * B
@@ -458,16 +512,26 @@ def _residuals_without(X, r, j, tj, b):
 @jit
 def _gibbs_sweeps(f, g_, state, sweeps):
     """The sweeps of a chain of :func:`qr_gibbs_chains` (from the ℓ1 norm ``x[0]``)."""
-    theta, tuner, rng, X, y, tau, a, B, target, code, r, b, g, keys, idx, order, count, T, logm, vals, h, x = state
+    (theta, tuner, rng, X, y, tau, a, B, target, code, lattice, r, b, g, keys, idx, order, count, T, logm, vals, h,
+     x) = state
     n, d = X.shape
     l1 = x[0]
+    top = math.floor(B / lattice) if lattice > 0.0 else 0.0  # the lattice index of B
     for _ in range(sweeps):
         for j in range(d):
             tj = theta[j]
             L = l1_chord(B, l1, tj)
             _residuals_without(X, r, j, tj, b)
             t = 0.0
-            if L > 0.0 and target == TARGET_EXP:
+            if lattice > 0.0:
+                K = top - (l1 - abs(tj)) / lattice  # the chord's last lattice index: exact on the lattice
+                if K > 0.0 and target == TARGET_EXP:
+                    t, h[j] = _qr_exp_lattice(rng, X, b, j, K, lattice, tau, a, tj, h[j], keys, vals, T, logm, order,
+                                              count)
+                elif K > 0.0:
+                    t = _qr_conditional(rng, X, b, j, K * lattice, tau, a, target, code, g, keys, idx, T, logm, order,
+                                        count, lattice)
+            elif L > 0.0 and target == TARGET_EXP:
                 t, h[j] = _qr_exp_conditional(rng, X, b, j, L, tau, a, tj, h[j], keys, vals, T, logm, order, count)
             elif L > 0.0:
                 t = _qr_conditional(rng, X, b, j, L, tau, a, target, code, g, keys, idx, T, logm, order, count)
