@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 import pytest
 from scipy import stats as sps
 
 from kngflow.api import get_mechanism, get_problem
 from kngflow.mechanisms.hardening import dyadic_lattice
-from kngflow.models.linear.sampler import KIND_EXP, KIND_KNG_L1, KIND_KNG_LINF, _conditional, _lattice_conditional
+from kngflow.kernels.metropolis import new_tuner
+from kngflow.models.linear.sampler import KIND_EXP, KIND_KNG_L1, KIND_KNG_LINF, _gibbs_start, _gibbs_sweeps
 from kngflow.models.quantreg.sampler import TARGET_KNG, _qr_conditional, _qr_exp_conditional, _qr_exp_lattice
 
 #: chi-square checks in this file (each of the 5 conditionals: the law and its controls)
@@ -54,9 +56,27 @@ def _linear_energy(kind, G, r0, j, t):
     return v.sum() if kind == KIND_KNG_L1 else v.max()
 
 
-def _scratch(d):
+@numba.njit
+def _first_coordinates(rng, G, c, a, B, kind, lattice, out):
+    """The chains of :func:`gibbs_chains` (its state), one sweep each, from njit (one call
+    for every chain): the first coordinate of each."""
+    d = c.shape[0]
     cap = 2 * d + 2
-    return np.empty(cap), np.empty(cap), np.empty(cap), np.empty(cap), np.empty(d)
+    state = (np.empty(d), new_tuner(d), rng, G, c, a, B, kind, lattice, np.empty(d), np.empty(d), np.empty(cap),
+             np.empty(cap), np.empty(cap), np.empty(cap), np.empty(d), np.zeros(1))
+    for k in range(out.shape[0]):
+        _gibbs_start(None, None, state, k)
+        _gibbs_sweeps(None, None, state, 1)
+        out[k] = state[0][0]
+
+
+def _first_updates(G, r0, a, bound, kind, lattice):
+    """The first coordinate after one sweep of DRAWS chains from 0: i.i.d. draws from its
+    conditional given the others at 0 (residual ``r0 = -c``, chord ``[-bound, bound]``)."""
+    out = np.empty(DRAWS)
+    _first_coordinates(np.random.default_rng([int(a * 1000), kind, int(lattice)]), G, -r0, a, bound, kind, lattice,
+                       out)
+    return out
 
 
 @pytest.mark.parametrize("kind", [KIND_KNG_LINF, KIND_KNG_L1, KIND_EXP])
@@ -66,18 +86,13 @@ def test_the_linear_lattice_conditional_is_the_restriction_to_the_lattice(kind):
     ks = np.arange(-K, K + 1)
     pmf = np.exp(-a * np.array([_linear_energy(kind, G, r0, j, k * LATTICE) for k in ks]))
     pmf /= pmf.sum()
-    s = _scratch(3)
-    rng = np.random.default_rng(1)
-    lat = np.array([_lattice_conditional(rng, r0, G, j, a, float(K), LATTICE, kind, *s) for _ in range(DRAWS)])
+    lat = _first_updates(G, r0, a, K * LATTICE, kind, LATTICE)
     assert _chi2_p(lat / LATTICE, pmf) > P_MIN
     # control 1: the continuous conditional on the cells' union, rounded, without the rejection step
-    half = (K + 0.5) * LATTICE
-    rounded = np.array([np.clip(np.floor(_conditional(rng, r0, G, j, a, half, kind, *s) / LATTICE + 0.5), -K, K)
-                        for _ in range(DRAWS)])
+    rounded = np.clip(np.floor(_first_updates(G, r0, a, (K + 0.5) * LATTICE, kind, 0.0) / LATTICE + 0.5), -K, K)
     assert _chi2_p(rounded, pmf) < P_MIN
     # control 2: twice the rate
-    wrong = np.array([_lattice_conditional(rng, r0, G, j, 2 * a, float(K), LATTICE, kind, *s) for _ in range(DRAWS)])
-    assert _chi2_p(wrong / LATTICE, pmf) < P_MIN
+    assert _chi2_p(_first_updates(G, r0, 2 * a, K * LATTICE, kind, LATTICE) / LATTICE, pmf) < P_MIN
 
 
 def _quantreg_case():

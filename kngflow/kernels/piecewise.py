@@ -15,7 +15,7 @@ import numpy as np
 
 from kngflow._jit import jit
 
-__all__ = ["log_seg_mass", "draw_seg", "l1_chord", "TARGET_KNG", "TARGET_EXP"]
+__all__ = ["log_seg_mass", "draw_seg", "l1_chord", "lattice_accept", "TARGET_KNG", "TARGET_EXP"]
 
 #: KNG's target ``exp(-a ||gradient||_K)``
 TARGET_KNG = 0
@@ -62,3 +62,13 @@ def draw_seg(rng, k, w):
     if x > w:
         x = w
     return x
+
+
+@jit
+def lattice_accept(rng, excess):
+    """Accept with probability ``exp(-excess)`` (``excess >= 0`` up to rounding): the rejection
+    step of the lattice-restricted Gibbs conditionals, where ``excess`` is near 2^-47 of the
+    conditional's log-density range.  ``exp(-e) >= 1 - e``, so a uniform below ``1 - e``
+    accepts without the exponential."""
+    u = rng.random()
+    return u < 1.0 - excess or u < math.exp(-excess)

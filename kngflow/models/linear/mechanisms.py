@@ -309,12 +309,14 @@ class _Sampled(_Linear):
             theta = np.empty((1, d))
             u = np.empty((1, d))
             factor, ascale = self._factor(chol, a)
-            tries = kng_exact(rng, Ginv, stats.c, ascale, self.bound, self._kind, int(self.max_tries), theta, u, factor)
+            # an uncertified factor's draw could not be released: the chain runs instead
+            tries = kng_exact(rng, Ginv, stats.c, ascale, self.bound, self._kind, int(self.max_tries), theta, u,
+                              self._try_factor(factor)) if self._tv_certified(tv) else 0
             if tries > 0:
                 vh, vl, verr = self._rhs(np.asarray(stats.c, dtype=np.float64), u[0], factor, ascale)
                 hi, lo = theta[0].copy(), np.zeros(d)
                 err = certified_solve(G, Ginv, inv_norm, vh, vl, hi, lo, verr, REFINE_STEPS, scale)
-                if err + snap_rounding(h, hi) <= h.eta and self._tv_certified(tv):
+                if err + snap_rounding(h, hi) <= h.eta:
                     info = {"sampler": "exact", "acceptance": 1.0 / tries, "steps": tries}
         elif self.sampler == "exact":
             raise RuntimeError("the exact sampler needs an invertible, well-conditioned G = X'X; use sampler='auto'")
@@ -340,6 +342,10 @@ class _Sampled(_Linear):
     def _factor(self, chol, a):
         """The kernel's ``(factor, scale)`` for :func:`kng_exact` (KNG: no factor, ``1/a``)."""
         return _NO_FACTOR, 1.0 / a
+
+    def _try_factor(self, factor):
+        """The factor :func:`kng_exact` reads in a try (KNG: none)."""
+        return _NO_FACTOR
 
     def _rhs(self, c, u, factor, ascale):
         """``(vh, vl, err)``: the right-hand side ``c + u`` of the accepted draw in
@@ -515,6 +521,10 @@ class Exponential(_Sampled):
     def _factor(self, chol, a):
         """Hardened draws: ``u = L z / sqrt(2a)`` with ``L`` the Cholesky factor of ``G``."""
         return chol, 1.0 / math.sqrt(2.0 * a)
+
+    def _try_factor(self, factor):
+        """``L^{-T}`` (upper triangular): a try computes ``G^{-1}c + s L^{-T} z`` (:func:`kng_exact`)."""
+        return np.ascontiguousarray(np.linalg.inv(factor).T)
 
     def _rhs(self, c, z, factor, ascale):
         """``c + s L z`` in double-double (:func:`~kngflow.kernels.dd.affine_dd`; the kernel

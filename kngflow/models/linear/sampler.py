@@ -43,7 +43,7 @@ import numpy as np
 
 from kngflow._jit import jit
 from kngflow.noise import draw_l1_into, draw_l2_into, draw_linf_into
-from kngflow.kernels.piecewise import draw_seg, l1_chord, log_seg_mass
+from kngflow.kernels.piecewise import draw_seg, l1_chord, lattice_accept, log_seg_mass
 from kngflow.kernels.metropolis import (
     LINEAR,
     accept,
@@ -102,14 +102,21 @@ def kng_exact(rng, Ginv, c, scale, B, kind, max_tries, out, uout, factor):
     -1 means a draw exhausted them (the caller falls back to Gibbs).  The accepted
     draw's ``u`` (``z`` for ``KIND_EXP``) goes to the same row of ``uout`` (a hardened
     release refines and certifies the solve from it).  ``kind = KIND_EXP`` draws the exponential mechanism
-    the same way: ``u = scale factor z`` with ``z`` standard normal and ``factor`` a
-    Cholesky factor of ``G`` (``scale = 1/sqrt(2a)``), so that ``G^{-1}(c + u)`` is
-    ``N(G^{-1}c, G^{-1}/(2a))``; ``factor`` is not read for the KNG kinds.
+    the same way: ``u = scale L z`` with ``z`` standard normal and ``L`` the Cholesky
+    factor of ``G`` (``scale = 1/sqrt(2a)``), so that ``G^{-1}(c + u)`` is
+    ``N(G^{-1}c, G^{-1}/(2a))``; a try computes it as ``G^{-1}c + scale L^{-T} z``
+    (``G^{-1} L = L^{-T}``), with ``factor`` the upper-triangular ``L^{-T}``: half the
+    work of a full solve.  ``factor`` is not read for the KNG kinds.
     """
     d = c.shape[0]
     u = np.empty(d)
     z = np.empty(d)
     v = np.empty(d)
+    mean = np.zeros(d)
+    if kind == KIND_EXP:
+        for i in range(d):
+            for k in range(d):
+                mean[i] += Ginv[i, k] * c[k]
     total = 0
     for row in range(out.shape[0]):
         ok = False
@@ -121,23 +128,26 @@ def kng_exact(rng, Ginv, c, scale, B, kind, max_tries, out, uout, factor):
                 draw_l2_into(rng, scale, u)
             elif kind == KIND_KNG_LINF:
                 draw_linf_into(rng, scale, u)
-            else:
+            l1 = 0.0
+            if kind == KIND_EXP:
                 for i in range(d):
                     z[i] = rng.standard_normal()
                 for i in range(d):
                     t = 0.0
-                    for k in range(i + 1):
+                    for k in range(i, d):
                         t += factor[i, k] * z[k]
-                    u[i] = scale * t
-            for i in range(d):
-                v[i] = c[i] + u[i]
-            l1 = 0.0
-            for i in range(d):
-                t = 0.0
-                for k in range(d):
-                    t += Ginv[i, k] * v[k]
-                out[row, i] = t
-                l1 += abs(t)
+                    t = mean[i] + scale * t
+                    out[row, i] = t
+                    l1 += abs(t)
+            else:
+                for i in range(d):
+                    v[i] = c[i] + u[i]
+                for i in range(d):
+                    t = 0.0
+                    for k in range(d):
+                        t += Ginv[i, k] * v[k]
+                    out[row, i] = t
+                    l1 += abs(t)
             if l1 <= B:
                 ok = True
                 for i in range(d):
@@ -320,7 +330,7 @@ def gibbs_chains(rng, G, c, a, B, kind, steps, out, lattice=0.0):
     is not piecewise linear; ℓ2 KNG uses the exact or Metropolis samplers).  With
     ``lattice > 0`` (a power of two; hardened releases) the chains live on that lattice:
     each coordinate is drawn from the target's conditional restricted to the lattice
-    points of its chord (:func:`_lattice_conditional`), so every position is an exact sum
+    points of its chord (in :func:`_gibbs_sweeps`), so every position is an exact sum
     and the chain targets the density restricted to the lattice.
     """
     d = c.shape[0]
@@ -367,43 +377,27 @@ def _shifted_norm(r0, g, t, kind):
 
 
 @jit
-def _lattice_conditional(rng, r0, G, j, a, K, lattice, kind, t0s, f0s, slopes, logm, kinks):
-    """Draw ``k lattice`` (``|k| <= K``) with probability ∝ the conditional density at ``k lattice``.
-
-    Rejection from the continuous conditional on ``[-(K + 1/2) lattice, (K + 1/2) lattice]``:
-    a draw ``t`` is rounded to the nearest lattice point ``x`` and accepted with probability
-    ``exp(-a (E(x) - E(t)) - M)``, where ``E`` is the conditional's energy and
-    ``M = a S lattice / 2`` bounds ``a |E(x) - E(t)|`` (``S`` bounds ``|E'|`` on the chord:
-    ``||G_j||_1`` for ℓ1, ``max |G_ji|`` for ℓ∞, ``2 (|G_jj| L + |r0_j|)`` for the
-    exponential mechanism's quadratic).  The accepted ``x`` has probability
-    ``∝ ∫_cell f(t) exp(-a (E(x) - E(t)) - M) dt = lattice exp(-a E(x) - M)``: the
-    restriction of the conditional to the lattice, exactly.  ``M`` is about ``2^-47`` of the
-    conditional's log-density range, so a rejection is rare.
-    """
-    if K <= 0.0:
-        return 0.0
-    half = 0.5 * lattice
-    L = (2.0 * K + 1.0) * half  # exact: 2K + 1 < 2^53
-    g = G[j]
+def _slope_bound(r0, G, j, L, kind):
+    """A bound on ``|E'|`` on ``[-L, L]`` for coordinate ``j``'s conditional energy ``E``:
+    ``||G_j||_1`` (ℓ1), ``max_i |G_ji|`` (ℓ∞), ``2 (|G_jj| L + |r0_j|)`` (the exponential
+    mechanism's quadratic)."""
     if kind == KIND_EXP:
-        slope = 2.0 * (abs(G[j, j]) * L + abs(r0[j]))
-    else:
-        slope = 0.0
-        for i in range(g.shape[0]):
-            if kind == KIND_KNG_L1:
-                slope += abs(g[i])
-            elif abs(g[i]) > slope:
-                slope = abs(g[i])
-    bound = a * slope * half * (1.0 + 2.0**-20)
-    while True:
-        t = _conditional(rng, r0, G, j, a, L, kind, t0s, f0s, slopes, logm, kinks)
-        x = min(max(math.floor(t / lattice + 0.5), -K), K) * lattice
-        if kind == KIND_EXP:
-            diff = (x - t) * (G[j, j] * (x + t) + 2.0 * r0[j])
-        else:
-            diff = _shifted_norm(r0, g, x, kind) - _shifted_norm(r0, g, t, kind)
-        if rng.random() < math.exp(-a * diff - bound):
-            return x
+        return 2.0 * (abs(G[j, j]) * L + abs(r0[j]))
+    slope = 0.0
+    for i in range(G.shape[1]):
+        if kind == KIND_KNG_L1:
+            slope += abs(G[j, i])
+        elif abs(G[j, i]) > slope:
+            slope = abs(G[j, i])
+    return slope
+
+
+@jit
+def _energy_step(r0, G, j, x, t, kind):
+    """``E(x) - E(t)`` for coordinate ``j``'s conditional energy (without the rate)."""
+    if kind == KIND_EXP:
+        return (x - t) * (G[j, j] * (x + t) + 2.0 * r0[j])
+    return _shifted_norm(r0, G[j], x, kind) - _shifted_norm(r0, G[j], t, kind)
 
 
 @jit
@@ -413,6 +407,8 @@ def _gibbs_sweeps(f, g, state, steps):
     d = c.shape[0]
     l1 = x[0]
     top = math.floor(B / lattice) if lattice > 0.0 else 0.0  # the lattice index of B
+    half = 0.5 * lattice
+    inverse = 1.0 / lattice if lattice > 0.0 else 0.0  # exact: a power of two
     for _ in range(steps):
         for j in range(d):
             tj = theta[j]
@@ -420,9 +416,24 @@ def _gibbs_sweeps(f, g, state, steps):
             for i in range(d):
                 r0[i] = r[i] - tj * G[j, i]
             if lattice > 0.0:
-                # the chord's last lattice index: exact, the positions being lattice points
-                t = _lattice_conditional(rng, r0, G, j, a, top - (l1 - abs(tj)) / lattice, lattice, kind,
-                                         t0s, f0s, slopes, logm, kinks)
+                # a lattice point k lattice, |k| <= K, with probability ∝ the conditional density there:
+                # rejection from the continuous conditional on [-(K + 1/2) lattice, (K + 1/2) lattice],
+                # its draw t rounded to the nearest lattice point x and accepted with probability
+                # exp(-a (E(x) - E(t)) - M), M = a S lattice / 2 >= a |E(x) - E(t)| (S: _slope_bound,
+                # E(x) - E(t): _energy_step).  The accepted x has probability ∝ lattice exp(-a E(x) - M): the restriction of the
+                # conditional to the lattice, exactly.  M is about 2^-47 of the conditional's
+                # log-density range, so a rejection is rare.  K is exact, the positions being lattice points.
+                K = top - (l1 - abs(tj)) / lattice
+                t = 0.0
+                if K > 0.0:
+                    Lk = (2.0 * K + 1.0) * half  # exact: 2K + 1 < 2^53
+                    bound = a * _slope_bound(r0, G, j, Lk, kind) * half * (1.0 + 2.0**-20)
+                    accepted = False
+                    while not accepted:
+                        t = _conditional(rng, r0, G, j, a, Lk, kind, t0s, f0s, slopes, logm, kinks)
+                        point = min(max(math.floor(t * inverse + 0.5), -K), K) * lattice
+                        accepted = lattice_accept(rng, a * _energy_step(r0, G, j, point, t, kind) + bound)
+                    t = point
             elif L == 0.0:
                 t = 0.0
             else:

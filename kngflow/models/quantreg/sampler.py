@@ -39,7 +39,7 @@ import numpy as np
 
 from kngflow._jit import jit
 from kngflow.kernels.generic import norm_by_code
-from kngflow.kernels.piecewise import TARGET_EXP, TARGET_KNG, draw_seg, l1_chord, log_seg_mass
+from kngflow.kernels.piecewise import TARGET_EXP, TARGET_KNG, draw_seg, l1_chord, lattice_accept, log_seg_mass
 from kngflow.kernels.metropolis import (
     GENERIC,
     accept,
@@ -449,7 +449,7 @@ def _qr_exp_lattice(rng, X, b, j, K, lattice, tau, a, t0, h, keys, vals, T, logm
     L = (2.0 * K + 1.0) * half  # exact: 2K + 1 < 2^53
     while True:
         t, h_next = _qr_exp_conditional(rng, X, b, j, L, tau, a, t0, h, keys, vals, T, logm, order, count)
-        x = min(max(math.floor(t / lattice + 0.5), -K), K) * lattice
+        x = min(max(math.floor(t * (1.0 / lattice) + 0.5), -K), K) * lattice  # 1 / lattice: exact
         step = x - t
         diff = 0.0  # l(x) - l(t), record by record (one slope unless a break lies between)
         slope = 0.0
@@ -462,8 +462,7 @@ def _qr_exp_lattice(rng, X, b, j, K, lattice, tau, a, t0, h, keys, vals, T, logm
                 diff -= (tau - 1.0 if rx <= 0.0 else tau) * xij * step
             else:
                 diff += (rx * (tau - 1.0) if rx <= 0.0 else rx * tau) - (rt * (tau - 1.0) if rt <= 0.0 else rt * tau)
-        bound = a * max(tau, 1.0 - tau) * slope * half * (1.0 + 2.0**-20)
-        if rng.random() < math.exp(-a * diff - bound):
+        if lattice_accept(rng, a * diff + a * max(tau, 1.0 - tau) * slope * half * (1.0 + 2.0**-20)):
             return x, h_next
 
 
