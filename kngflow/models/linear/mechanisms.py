@@ -326,9 +326,7 @@ class _Sampled(_Linear):
                                    "bound; use sampler='auto'")
             out = np.empty((1, d))
             lattice = dyadic_lattice(self.bound)
-            if self.sampler == "gibbs" or (self.sampler == "auto" and self._has_gibbs):
-                if not self._has_gibbs:
-                    raise ValueError(f"sampler 'gibbs' is not available for {self!r}; use 'exact' or 'metropolis'")
+            if self._has_gibbs and self.sampler in ("auto", "gibbs"):  # check_hardenable refused gibbs without it
                 gibbs_chains(rng, stats.G, stats.c, a, self.bound, self._kind, self.gibbs_sweeps, out, lattice)
                 info = {"sampler": "gibbs", "acceptance": 1.0, "steps": self.gibbs_sweeps}
             else:
