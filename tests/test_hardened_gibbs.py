@@ -62,11 +62,11 @@ def _first_coordinates(rng, G, c, a, B, kind, lattice, out):
     for every chain): the first coordinate of each."""
     d = c.shape[0]
     cap = 2 * d + 2
-    state = (np.empty(d), new_tuner(d), rng, G, c, a, B, kind, lattice, np.empty(d), np.empty(d), np.empty(cap),
+    state = (np.empty(d), new_tuner(d), G, c, a, B, kind, lattice, np.empty(d), np.empty(d), np.empty(cap),
              np.empty(cap), np.empty(cap), np.empty(cap), np.empty(d), np.zeros(1))
     for k in range(out.shape[0]):
-        _gibbs_start(None, None, state, k)
-        _gibbs_sweeps(None, None, state, 1)
+        _gibbs_start(rng, None, None, state, k)
+        _gibbs_sweeps(rng, None, None, state, 1)
         out[k] = state[0][0]
 
 

@@ -167,10 +167,10 @@ def test_chain_pieces_callable_from_njit():
     @numba.njit
     def run(rng, G, c, out):
         d = c.shape[0]
-        state = (out, new_tuner(d), rng, G, c, 0.5, 1.0, 2, 0.0, np.empty(d), np.empty(d), np.empty(2 * d + 2),
+        state = (out, new_tuner(d), G, c, 0.5, 1.0, 2, 0.0, np.empty(d), np.empty(d), np.empty(2 * d + 2),
                  np.empty(2 * d + 2), np.empty(2 * d + 2), np.empty(2 * d + 2), np.empty(d), np.zeros(1))
-        _gibbs_start(None, None, state, 0)
-        _gibbs_sweeps(None, None, state, 3)
+        _gibbs_start(rng, None, None, state, 0)
+        _gibbs_sweeps(rng, None, None, state, 3)
         return out.sum()
 
     stats = get_problem("linear", d=2).simulate(100, np.random.default_rng(0))

@@ -162,24 +162,24 @@ def metropolis_chains(energy, rng, data, center, B, base_scale, steps, out, acc_
     """
     d = center.shape[0]
     B = float(B)
-    state = (np.empty(d), new_tuner(d), rng, data, center, B, base_measure(B, float(base_scale)), float(lattice),
+    state = (np.empty(d), new_tuner(d), data, center, B, base_measure(B, float(base_scale)), float(lattice),
              int(steps) // 2, np.zeros(2))
-    run_chains(_start, _sweeps, energy, None, state, int(steps), out, acc_out)
+    run_chains(_start, _sweeps, rng, energy, None, state, int(steps), out, acc_out)
 
 
 @jit(cache=False)
-def _start(energy, _, state, ch):
+def _start(rng, energy, _, state, ch):
     """A chain of :func:`metropolis_chains` starts at ``center``; its ℓ1 distance and energy there."""
-    theta, tuner, rng, data, center, B, base, lattice, burn, x = state
+    theta, tuner, data, center, B, base, lattice, burn, x = state
     start_chain(theta, center, tuner, 0.5 * base[1])
     x[0] = 0.0
     x[1] = energy(theta, data)
 
 
 @jit(cache=False)
-def _sweeps(energy, _, state, steps):
+def _sweeps(rng, energy, _, state, steps):
     """The sweeps of a chain of :func:`metropolis_chains` (from the ℓ1 distance and energy in ``x``)."""
-    theta, tuner, rng, data, center, B, base, lattice, burn, x = state
+    theta, tuner, data, center, B, base, lattice, burn, x = state
     gauss, radius, inv2s2 = base
     sig = tuner[0]
     l1 = x[0]
@@ -325,16 +325,16 @@ def precond_metropolis_chains(energy, jacobian, rng, data, center, B, base_scale
     """
     d = center.shape[0]
     B = float(B)
-    state = (np.empty(d), new_tuner(2 * d), rng, data, center, B, base_measure(B, float(base_scale)), int(steps) // 2,
+    state = (np.empty(d), new_tuner(2 * d), data, center, B, base_measure(B, float(base_scale)), int(steps) // 2,
              dir_out, np.empty(d), np.empty((d, d)), np.empty((d, d)), np.zeros(2), np.zeros(1, dtype=np.int64))
-    run_chains(_precond_start, _precond_sweeps, energy, jacobian, state, int(steps), out, acc_out)
+    run_chains(_precond_start, _precond_sweeps, rng, energy, jacobian, state, int(steps), out, acc_out)
 
 
 @jit(cache=False)
-def _precond_start(energy, jacobian, state, ch):
+def _precond_start(rng, energy, jacobian, state, ch):
     """A chain of :func:`precond_metropolis_chains` starts at ``center`` along the axes, then
     takes the directions there; ``x`` holds ``||theta - center||_2^2`` and the energy."""
-    theta, tuner, rng, data, center, B, base, burn, dirs, prop, J, W, x, chain = state
+    theta, tuner, data, center, B, base, burn, dirs, prop, J, W, x, chain = state
     reset_tuner(tuner, 0.5 * base[1])
     chain[0] = ch
     V = dirs[ch]
@@ -349,9 +349,9 @@ def _precond_start(energy, jacobian, state, ch):
 
 
 @jit(cache=False)
-def _precond_sweeps(energy, jacobian, state, steps):
+def _precond_sweeps(rng, energy, jacobian, state, steps):
     """The sweeps of a chain of :func:`precond_metropolis_chains`."""
-    theta, tuner, rng, data, center, B, base, burn, dirs, prop, J, W, x, chain = state
+    theta, tuner, data, center, B, base, burn, dirs, prop, J, W, x, chain = state
     gauss, radius, inv2s2 = base
     sig = tuner[0]
     V = dirs[chain[0]]

@@ -243,14 +243,15 @@ def acceptance_rate(tuner):
     return counts[0] / counts[1] if counts[1] > 0 else np.nan
 
 
-def run_chains(start, sweeps, f, g, state, steps, out, acc_out):
+def run_chains(start, sweeps, rng, f, g, state, steps, out, acc_out):
     """The chain loop: ``out.shape[0]`` independent chains of ``steps`` sweeps each.
 
     ``state`` is a tuple whose first two entries are the chain's position ``theta`` (d,) and
     its tuner (:func:`new_tuner`); the rest is the sampler's own (data, scratch arrays,
     numbers; a value carried from one call to the next lives in an array).  For chain
-    ``ch``, the jitted ``start(f, g, state, ch)`` sets its start and ``sweeps(f, g, state,
-    steps)`` runs its ``steps`` sweeps; its final ``theta`` goes to ``out[ch]`` and its
+    ``ch``, the jitted ``start(rng, f, g, state, ch)`` sets its start and ``sweeps(rng, f,
+    g, state, steps)`` runs its ``steps`` sweeps, drawing from the
+    ``numpy.random.Generator`` ``rng``; its final ``theta`` goes to ``out[ch]`` and its
     post-burn-in acceptance rate (:func:`acceptance_rate`; NaN for a sampler that books no
     proposals, such as exact Gibbs) to ``acc_out[ch]``.  ``f`` and ``g`` are passed through
     untouched: jitted functions the step functions call (an energy, a Jacobian) or None.
@@ -258,10 +259,13 @@ def run_chains(start, sweeps, f, g, state, steps, out, acc_out):
     The loop over chains runs in Python (two calls a chain), so every sampler's jitted
     pieces keep their own compiled code: a jitted loop taking them as arguments cannot be
     cached on disk and relinks (recompiles) them in every process, seconds per sampler.
+    The generator is an argument of its own, not an entry of ``state``: numba types a tuple
+    of arrays and numbers in C (about 2 µs a call), but a tuple holding a generator in
+    Python (about 200 µs, more than a short chain at small n).
     """
     theta, tuner = state[0], state[1]
     for ch in range(out.shape[0]):
-        start(f, g, state, ch)
-        sweeps(f, g, state, steps)
+        start(rng, f, g, state, ch)
+        sweeps(rng, f, g, state, steps)
         out[ch, :] = theta
         acc_out[ch] = acceptance_rate(tuner)

@@ -335,15 +335,15 @@ def gibbs_chains(rng, G, c, a, B, kind, steps, out, lattice=0.0):
     """
     d = c.shape[0]
     cap = 2 * d + 2
-    state = (np.empty(d), new_tuner(d), rng, G, c, float(a), float(B), int(kind), float(lattice), np.empty(d),
+    state = (np.empty(d), new_tuner(d), G, c, float(a), float(B), int(kind), float(lattice), np.empty(d),
              np.empty(d), np.empty(cap), np.empty(cap), np.empty(cap), np.empty(cap), np.empty(d), np.zeros(1))
-    run_chains(_gibbs_start, _gibbs_sweeps, None, None, state, int(steps), out, np.empty(out.shape[0]))
+    run_chains(_gibbs_start, _gibbs_sweeps, rng, None, None, state, int(steps), out, np.empty(out.shape[0]))
 
 
 @jit
-def _gibbs_start(f, g, state, ch):
+def _gibbs_start(rng, f, g, state, ch):
     """A chain of :func:`gibbs_chains` starts at 0 (residual ``-c``, ℓ1 norm ``x[0] = 0``)."""
-    theta, c, r, x = state[0], state[4], state[9], state[16]
+    theta, c, r, x = state[0], state[3], state[8], state[15]
     x[0] = 0.0
     for i in range(c.shape[0]):
         theta[i] = 0.0
@@ -401,9 +401,9 @@ def _energy_step(r0, G, j, x, t, kind):
 
 
 @jit
-def _gibbs_sweeps(f, g, state, steps):
+def _gibbs_sweeps(rng, f, g, state, steps):
     """The sweeps of a chain of :func:`gibbs_chains`: each coordinate drawn from its exact conditional."""
-    theta, tuner, rng, G, c, a, B, kind, lattice, r, r0, t0s, f0s, slopes, logm, kinks, x = state
+    theta, tuner, G, c, a, B, kind, lattice, r, r0, t0s, f0s, slopes, logm, kinks, x = state
     d = c.shape[0]
     l1 = x[0]
     top = math.floor(B / lattice) if lattice > 0.0 else 0.0  # the lattice index of B
@@ -460,16 +460,16 @@ def metropolis_chains(rng, G, c, a, B, kind, steps, out, acc_out, lattice=0.0):
     positions are exact (:func:`~kngflow.kernels.metropolis.propose_coordinate`).
     """
     d = c.shape[0]
-    state = (np.empty(d), new_tuner(d), rng, G, c, float(a), float(B), int(kind), float(lattice), int(steps) // 2,
+    state = (np.empty(d), new_tuner(d), G, c, float(a), float(B), int(kind), float(lattice), int(steps) // 2,
              np.empty(d), np.empty(d), np.zeros(2))
-    run_chains(_metropolis_start, _metropolis_sweeps, None, None, state, int(steps), out, acc_out)
+    run_chains(_metropolis_start, _metropolis_sweeps, rng, None, None, state, int(steps), out, acc_out)
 
 
 @jit
-def _metropolis_start(f, g, state, ch):
+def _metropolis_start(rng, f, g, state, ch):
     """A chain of :func:`metropolis_chains` starts at 0 with scales the conditionals' widths
     (``x`` holds its ℓ1 norm and its energy's norm)."""
-    theta, tuner, rng, G, c, a, B, kind, lattice, burn, r, rp, x = state
+    theta, tuner, G, c, a, B, kind, lattice, burn, r, rp, x = state
     sig = tuner[0]
     d = c.shape[0]
     x[0] = 0.0
@@ -493,9 +493,9 @@ def _metropolis_start(f, g, state, ch):
 
 
 @jit
-def _metropolis_sweeps(f, g, state, steps):
+def _metropolis_sweeps(rng, f, g, state, steps):
     """The sweeps of a chain of :func:`metropolis_chains`: each coordinate moved through the residual."""
-    theta, tuner, rng, G, c, a, B, kind, lattice, burn, r, rp, x = state
+    theta, tuner, G, c, a, B, kind, lattice, burn, r, rp, x = state
     sig = tuner[0]
     d = c.shape[0]
     l1 = x[0]

@@ -241,12 +241,13 @@ def perturbed_log_density(data, theta, gamma: float, scale: float, norm: str) ->
     flat = theta.reshape(-1, d)
     out = np.empty(flat.shape[0])
     X, y = data.X, data.y
+    XX = (X[:, :, None] * X[:, None, :]).reshape(data.n, d * d)  # x_i x_i' as rows
     step = max(1, 4_000_000 // data.n)
     for a in range(0, flat.shape[0], step):
         T = flat[a:a + step]
         P = expit(X @ T.T)  # (n, k)
         V = -((P - y[:, None]).T @ X + gamma * T)
-        H = np.einsum("ik,ia,ib->kab", P * (1.0 - P), X, X) + gamma * np.eye(d)
+        H = (P * (1.0 - P)).T.dot(XX).reshape(-1, d, d) + gamma * np.eye(d)  # one product, not a 3-way einsum
         out[a:a + step] = -np.linalg.norm(V, _ORD[norm], axis=1) / scale + np.linalg.slogdet(H)[1]
     return out.reshape(theta.shape[:-1])
 

@@ -481,18 +481,18 @@ def qr_gibbs_chains(rng, X, y, tau, a, B, target, code, sweeps, out, lattice=0.0
     exact sum and the chain targets the density restricted to the lattice.
     """
     n, d = X.shape
-    state = (np.empty(d), new_tuner(d), rng, X, y, float(tau), float(a), float(B), int(target), int(code),
+    state = (np.empty(d), new_tuner(d), X, y, float(tau), float(a), float(B), int(target), int(code),
              float(lattice),
              np.empty(n), np.empty(n), np.empty(d), np.empty(n + 1), np.empty(n, dtype=np.int64),
              np.empty(n, dtype=np.int64), np.empty(n + 1, dtype=np.int64), np.empty(n + 2), np.empty(n + 1),
              np.empty(n if target == TARGET_EXP else 0), np.empty(d), np.zeros(1))
-    run_chains(_gibbs_start, _gibbs_sweeps, None, None, state, int(sweeps), out, np.empty(out.shape[0]))
+    run_chains(_gibbs_start, _gibbs_sweeps, rng, None, None, state, int(sweeps), out, np.empty(out.shape[0]))
 
 
 @jit
-def _gibbs_start(f, g, state, ch):
+def _gibbs_start(rng, f, g, state, ch):
     """A chain of :func:`qr_gibbs_chains` starts at 0 (residuals ``y``), each window ``2 B`` wide."""
-    theta, y, B, r, h, x = state[0], state[4], state[7], state[11], state[21], state[22]
+    theta, y, B, r, h, x = state[0], state[3], state[6], state[10], state[20], state[21]
     for k in range(theta.shape[0]):
         theta[k] = 0.0
         h[k] = 2.0 * B
@@ -509,9 +509,9 @@ def _residuals_without(X, r, j, tj, b):
 
 
 @jit
-def _gibbs_sweeps(f, g_, state, sweeps):
+def _gibbs_sweeps(rng, f, g_, state, sweeps):
     """The sweeps of a chain of :func:`qr_gibbs_chains` (from the ℓ1 norm ``x[0]``)."""
-    (theta, tuner, rng, X, y, tau, a, B, target, code, lattice, r, b, g, keys, idx, order, count, T, logm, vals, h,
+    (theta, tuner, X, y, tau, a, B, target, code, lattice, r, b, g, keys, idx, order, count, T, logm, vals, h,
      x) = state
     n, d = X.shape
     l1 = x[0]
@@ -684,19 +684,19 @@ def qr_metropolis_chains(rng, X, y, tau, a, center, B, base_scale, target, code,
     """
     n, d = X.shape
     cap = max(n // 4, 1)
-    state = (np.empty(d), new_tuner(d), rng, X, y, float(tau), float(a), np.asarray(center, dtype=np.float64),
+    state = (np.empty(d), new_tuner(d), X, y, float(tau), float(a), np.asarray(center, dtype=np.float64),
              float(B), base_measure(B, base_scale), int(target), int(code), float(lattice), int(steps) // 2, cap,
              np.empty((2, cap), dtype=np.int64), np.empty((2, cap)), np.empty(cap), np.empty((2, d)),
              np.empty((2, d)), np.empty((2, d)), np.zeros(2), np.zeros(2, dtype=np.int64), np.zeros(2),
              np.empty(d), np.empty(d), np.zeros(2), np.zeros(1, dtype=np.int64))
-    run_chains(_metropolis_start, _metropolis_sweeps, None, None, state, int(steps), out, acc_out)
+    run_chains(_metropolis_start, _metropolis_sweeps, rng, None, None, state, int(steps), out, acc_out)
 
 
 @jit
-def _metropolis_start(f, g_, state, ch):
+def _metropolis_start(rng, f, g_, state, ch):
     """A chain of :func:`qr_metropolis_chains` starts at ``center`` with band buffer 0 built
     there (``x`` holds its energy and ℓ1 distance, ``cur[0]`` the current buffer)."""
-    (theta, tuner, rng, X, y, tau, a, center, B, base, target, code, lattice, burn, cap,
+    (theta, tuner, X, y, tau, a, center, B, base, target, code, lattice, burn, cap,
      idx, rb, rs, out_g, out_h, ref, c0s, ms, Ws, dref, g, x, cur) = state
     sig = tuner[0]
     start_chain(theta, center, tuner, 0.5 * base[1])
@@ -707,9 +707,9 @@ def _metropolis_start(f, g_, state, ch):
 
 
 @jit
-def _metropolis_sweeps(f, g_, state, steps):
+def _metropolis_sweeps(rng, f, g_, state, steps):
     """The sweeps of a chain of :func:`qr_metropolis_chains`."""
-    (theta, tuner, rng, X, y, tau, a, center, B, base, target, code, lattice, burn, cap,
+    (theta, tuner, X, y, tau, a, center, B, base, target, code, lattice, burn, cap,
      idx, rb, rs, out_g, out_h, ref, c0s, ms, Ws, dref, g, x, cur_) = state
     gauss, radius, inv2s2 = base
     sig = tuner[0]
