@@ -47,10 +47,12 @@ data-independent ``center``.  A Jacobian whose directions would be nearly depend
 (``|det V| <`` :data:`MIN_DIRECTION_DET` for the unit directions ``V``; singular or
 non-finite ``J``) is skipped and the previous directions kept (initially the axes).
 
-Caching: the kernel is specialised on the energy *function object*; numba cannot cache
-such specialisations on disk (the key is the object's identity), so it is compiled with
-``cache=False`` once per process and energy (about a second), like the gauge kernels of
-:mod:`kngflow.norms`.  Energies themselves cache normally.
+Caching: the chains take the energy (and the Jacobian) as first-class functions
+(:func:`~kngflow._jit.first_class`), so numba caches them on disk like every other
+kernel: the key is the functions' signatures, not the function objects, which a new
+process does not share.  Energies built from a problem's function
+(:func:`kng_energy`, :func:`loss_energy`) are closures, compiled once per process and
+problem (a small function; the problem's own functions cache normally).
 """
 
 from __future__ import annotations
@@ -58,9 +60,10 @@ from __future__ import annotations
 import functools
 import math
 
+import numba
 import numpy as np
 
-from kngflow._jit import jit
+from kngflow._jit import first_class, jit
 from kngflow.kernels.metropolis import (
     GENERIC,
     PRECOND,
@@ -138,11 +141,26 @@ def loss_energy(loss):
     return energy
 
 
-@jit(cache=False)
 def energies(energy, thetas, data, out):
     """``out[m] = energy(thetas[m], data)`` for the rows of ``thetas`` (m, d)."""
+    call = (energy, thetas, data, out)
+    first_class(_energies, call, {0: _energy_call(data)})(*call)
+
+
+@jit
+def _energies(energy, thetas, data, out):
     for m in range(thetas.shape[0]):
         out[m] = energy(thetas[m], data)
+
+
+def _energy_call(data):
+    """The types of a chain's call ``energy(theta, data)`` (:func:`~kngflow._jit.first_class`)."""
+    return numba.types.float64[::1], numba.typeof(data)
+
+
+def _jacobian_call(data):
+    """The types of a chain's call ``jacobian(theta, data, J)``."""
+    return numba.types.float64[::1], numba.typeof(data), numba.types.float64[:, ::1]
 
 
 def metropolis_chains(energy, rng, data, center, B, base_scale, steps, out, acc_out, lattice=0.0):
@@ -164,10 +182,13 @@ def metropolis_chains(energy, rng, data, center, B, base_scale, steps, out, acc_
     B = float(B)
     state = (np.empty(d), new_tuner(d), data, center, B, base_measure(B, float(base_scale)), float(lattice),
              int(steps) // 2, np.zeros(2))
-    run_chains(_start, _sweeps, rng, energy, None, state, int(steps), out, acc_out)
+    calls = {1: _energy_call(data)}
+    start = first_class(_start, (rng, energy, None, state, 0), calls)
+    sweeps = first_class(_sweeps, (rng, energy, None, state, int(steps)), calls)
+    run_chains(start, sweeps, rng, energy, None, state, int(steps), out, acc_out)
 
 
-@jit(cache=False)
+@jit
 def _start(rng, energy, _, state, ch):
     """A chain of :func:`metropolis_chains` starts at ``center``; its ℓ1 distance and energy there."""
     theta, tuner, data, center, B, base, lattice, burn, x = state
@@ -176,7 +197,7 @@ def _start(rng, energy, _, state, ch):
     x[1] = energy(theta, data)
 
 
-@jit(cache=False)
+@jit
 def _sweeps(rng, energy, _, state, steps):
     """The sweeps of a chain of :func:`metropolis_chains` (from the ℓ1 distance and energy in ``x``)."""
     theta, tuner, data, center, B, base, lattice, burn, x = state
@@ -301,7 +322,7 @@ def unit_inverse_columns(J, V):
     return math.exp(-logdet - lognorms)
 
 
-@jit(cache=False)
+@jit
 def _update_directions(jacobian, theta, data, J, V, W):
     """Recompute the directions at ``theta`` into ``V``; keep ``V`` when they would be degenerate."""
     jacobian(theta, data, J)
@@ -327,10 +348,13 @@ def precond_metropolis_chains(energy, jacobian, rng, data, center, B, base_scale
     B = float(B)
     state = (np.empty(d), new_tuner(2 * d), data, center, B, base_measure(B, float(base_scale)), int(steps) // 2,
              dir_out, np.empty(d), np.empty((d, d)), np.empty((d, d)), np.zeros(2), np.zeros(1, dtype=np.int64))
-    run_chains(_precond_start, _precond_sweeps, rng, energy, jacobian, state, int(steps), out, acc_out)
+    calls = {1: _energy_call(data), 2: _jacobian_call(data)}
+    start = first_class(_precond_start, (rng, energy, jacobian, state, 0), calls)
+    sweeps = first_class(_precond_sweeps, (rng, energy, jacobian, state, int(steps)), calls)
+    run_chains(start, sweeps, rng, energy, jacobian, state, int(steps), out, acc_out)
 
 
-@jit(cache=False)
+@jit
 def _precond_start(rng, energy, jacobian, state, ch):
     """A chain of :func:`precond_metropolis_chains` starts at ``center`` along the axes, then
     takes the directions there; ``x`` holds ``||theta - center||_2^2`` and the energy."""
@@ -348,7 +372,7 @@ def _precond_start(rng, energy, jacobian, state, ch):
     x[1] = energy(theta, data)
 
 
-@jit(cache=False)
+@jit
 def _precond_sweeps(rng, energy, jacobian, state, steps):
     """The sweeps of a chain of :func:`precond_metropolis_chains`."""
     theta, tuner, data, center, B, base, burn, dirs, prop, J, W, x, chain = state

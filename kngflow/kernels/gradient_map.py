@@ -55,9 +55,9 @@ residual can no longer be decreased and the step is below ``1e-7 (1 + ||theta||_
 converged solve does not depend on its start (but whether it converges may).  The Hessian at the root gives
 ``log det H`` and the next solve's first factor.
 
-The kernel is specialised on the problem's jitted ``gradient(theta, args, g)`` and
-``hessian(theta, args, H)`` (``cache=False``, compiled once per process and problem, as
-:mod:`kngflow.kernels.generic`).
+The kernel takes the problem's jitted ``gradient(theta, args, g)`` and ``hessian(theta,
+args, H)`` as first-class functions (:func:`~kngflow._jit.first_class`), so numba caches
+it on disk: compiled once per machine and signature, not once per process.
 
 :func:`surrogate_map_chain` carries the idea to losses whose gradient is not smooth
 (quantile regression's is piecewise constant): the map of a smooth surrogate, frozen at its
@@ -152,7 +152,7 @@ def _inf_norm(x):
     return s
 
 
-@jit(cache=False)
+@jit
 def _solve(gradient, hessian, args, u, x, L, H, g, r, step, xn, rn_vec, max_iter, center, reach):
     """Solve ``gradient(x) = u`` in place from ``x``, ``L`` the Cholesky factor of the Hessian
     at ``x``.  On success returns ``log det H`` at the root (``x``), with ``L`` its factor;
@@ -335,7 +335,7 @@ def _draw_base_dd(rng, center, B, base_scale, out, lo):
 _NEGLIGIBLE = 40.0
 
 
-@jit(cache=False)
+@jit
 def gradient_map_chain(gradient, hessian, rng, args, a, code, center, B, base_scale, proposals, max_tries, max_iter,
                        base_share, warm, out, acc_out, steps_out):
     """Run ``out.shape[0]`` independent gradient-map chains (see the module docstring).
@@ -527,7 +527,7 @@ SURROGATE_REFINE = 5
 BASE_SHARE = 0.2
 
 
-@jit(cache=False)
+@jit
 def surrogate_map_chain(gradient, s_gradient, s_hessian, rng, args, sargs, a, code, center, B, base_scale, proposals,
                         max_iter, out, acc_out, steps_out, route_out, u_out, lo_out, fit_out):
     """Independence-Metropolis steps for KNG whose gradient is not smooth, proposing through a

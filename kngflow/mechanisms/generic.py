@@ -58,8 +58,10 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 
+from kngflow._jit import first_class
 from kngflow.kernels.generic import (
     NORM_CODES,
     energies,
@@ -90,6 +92,16 @@ BASES = ("uniform", "gaussian")
 GRADIENT_MAP_PROPOSALS = 50
 
 
+def _gradient_call(args):
+    """The types of a kernel's call ``gradient(theta, args, g)`` (:func:`~kngflow._jit.first_class`)."""
+    return numba.types.float64[::1], numba.typeof(args), numba.types.float64[::1]
+
+
+def _hessian_call(args):
+    """The types of a kernel's call ``hessian(theta, args, H)``."""
+    return numba.types.float64[::1], numba.typeof(args), numba.types.float64[:, ::1]
+
+
 def gradient_map_draws(gradient, hessian, args, a, norm, domain, base_scale, rng, size, proposals, max_tries,
                        base_share=0.0, warm=None):
     """``size`` gradient-map chains on a problem's jitted ``gradient`` / ``hessian``
@@ -114,9 +126,9 @@ def gradient_map_draws(gradient, hessian, args, a, norm, domain, base_scale, rng
     acc = np.empty(size)
     steps = np.empty(size, dtype=np.int64)
     warm = base_share == 0.0 if warm is None else bool(warm)
-    status = gradient_map_chain(gradient, hessian, rng, args, float(a), NORM_CODES[norm], center, float(B),
-                                float(base_scale), int(proposals), int(max_tries), MAX_ITER, float(base_share), warm,
-                                out, acc, steps)
+    call = (gradient, hessian, rng, args, float(a), NORM_CODES[norm], center, float(B), float(base_scale),
+            int(proposals), int(max_tries), MAX_ITER, float(base_share), warm, out, acc, steps)
+    status = first_class(gradient_map_chain, call, {0: _gradient_call(args), 1: _hessian_call(args)})(*call)
     if status < 0:
         raise RuntimeError(f"gradient-map sampler: no proposal inside Theta in max_tries={max_tries} proposals "
                            "(the gradient's image hardly meets the noise); use sampler='metropolis'")
@@ -142,9 +154,10 @@ def surrogate_map_draws(gradient, surrogate, args, sargs, a, norm, domain, base_
     us = np.zeros((size, d))
     los = np.zeros((size, d))
     fit = np.zeros((d, d + 1))
-    status = surrogate_map_chain(gradient, surrogate[0], surrogate[1], rng, args, sargs, float(a), NORM_CODES[norm],
-                                 center, float(B), float(base_scale), int(proposals), MAX_ITER, out, acc, steps,
-                                 routes, us, los, fit)
+    call = (gradient, surrogate[0], surrogate[1], rng, args, sargs, float(a), NORM_CODES[norm], center, float(B),
+            float(base_scale), int(proposals), MAX_ITER, out, acc, steps, routes, us, los, fit)
+    calls = {0: _gradient_call(args), 1: _gradient_call(sargs), 2: _hessian_call(sargs)}
+    status = first_class(surrogate_map_chain, call, calls)(*call)
     if status < 0:
         raise RuntimeError("surrogate-map sampler: the smooth surrogate's Newton fit failed; use sampler='metropolis'")
     return (out, acc, steps, routes, us, los, fit) if details else (out, acc, steps)
