@@ -80,9 +80,9 @@ from kngflow.kernels.metropolis import (
     start_chain,
 )
 
-__all__ = ["metropolis_chains", "precond_metropolis_chains", "energies", "kng_energy", "loss_energy", "kng_jacobian",
-           "gradient_jacobian", "unit_inverse_columns", "norm_by_code", "NORM_CODES", "BATCH", "TARGET_ACCEPTANCE",
-           "MIN_DIRECTION_DET"]
+__all__ = ["metropolis_chains", "precond_metropolis_chains", "energies", "energy_call", "gradient_call", "hessian_call",
+           "kng_energy", "loss_energy", "kng_jacobian", "gradient_jacobian", "unit_inverse_columns", "norm_by_code",
+           "NORM_CODES", "BATCH", "TARGET_ACCEPTANCE", "MIN_DIRECTION_DET"]
 
 #: sweeps between the burn-in's adaptations (:data:`kngflow.kernels.metropolis.GENERIC`)
 BATCH = GENERIC.every
@@ -144,7 +144,7 @@ def loss_energy(loss):
 def energies(energy, thetas, data, out):
     """``out[m] = energy(thetas[m], data)`` for the rows of ``thetas`` (m, d)."""
     call = (energy, thetas, data, out)
-    first_class(_energies, call, {0: _energy_call(data)})(*call)
+    first_class(_energies, call, {0: energy_call(data)})(*call)
 
 
 @jit
@@ -153,14 +153,19 @@ def _energies(energy, thetas, data, out):
         out[m] = energy(thetas[m], data)
 
 
-def _energy_call(data):
-    """The types of a chain's call ``energy(theta, data)`` (:func:`~kngflow._jit.first_class`)."""
+def energy_call(data):
+    """The types of a kernel's call ``energy(theta, data)`` (:func:`~kngflow._jit.first_class`)."""
     return numba.types.float64[::1], numba.typeof(data)
 
 
-def _jacobian_call(data):
-    """The types of a chain's call ``jacobian(theta, data, J)``."""
-    return numba.types.float64[::1], numba.typeof(data), numba.types.float64[:, ::1]
+def gradient_call(args):
+    """The types of a kernel's call ``gradient(theta, args, g)``."""
+    return numba.types.float64[::1], numba.typeof(args), numba.types.float64[::1]
+
+
+def hessian_call(args):
+    """The types of a kernel's call ``hessian(theta, args, H)`` (or ``jacobian(theta, data, J)``)."""
+    return numba.types.float64[::1], numba.typeof(args), numba.types.float64[:, ::1]
 
 
 def metropolis_chains(energy, rng, data, center, B, base_scale, steps, out, acc_out, lattice=0.0):
@@ -182,7 +187,7 @@ def metropolis_chains(energy, rng, data, center, B, base_scale, steps, out, acc_
     B = float(B)
     state = (np.empty(d), new_tuner(d), data, center, B, base_measure(B, float(base_scale)), float(lattice),
              int(steps) // 2, np.zeros(2))
-    calls = {1: _energy_call(data)}
+    calls = {1: energy_call(data)}
     start = first_class(_start, (rng, energy, None, state, 0), calls)
     sweeps = first_class(_sweeps, (rng, energy, None, state, int(steps)), calls)
     run_chains(start, sweeps, rng, energy, None, state, int(steps), out, acc_out)
@@ -348,7 +353,7 @@ def precond_metropolis_chains(energy, jacobian, rng, data, center, B, base_scale
     B = float(B)
     state = (np.empty(d), new_tuner(2 * d), data, center, B, base_measure(B, float(base_scale)), int(steps) // 2,
              dir_out, np.empty(d), np.empty((d, d)), np.empty((d, d)), np.zeros(2), np.zeros(1, dtype=np.int64))
-    calls = {1: _energy_call(data), 2: _jacobian_call(data)}
+    calls = {1: energy_call(data), 2: hessian_call(data)}
     start = first_class(_precond_start, (rng, energy, jacobian, state, 0), calls)
     sweeps = first_class(_precond_sweeps, (rng, energy, jacobian, state, int(steps)), calls)
     run_chains(start, sweeps, rng, energy, jacobian, state, int(steps), out, acc_out)

@@ -58,14 +58,15 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
 from kngflow._jit import first_class
 from kngflow.kernels.generic import (
     NORM_CODES,
     energies,
+    gradient_call,
     gradient_jacobian,
+    hessian_call,
     kng_energy,
     kng_jacobian,
     loss_energy,
@@ -90,16 +91,6 @@ MAP_SAMPLERS = ("gradient_map", "surrogate_map")
 BASES = ("uniform", "gaussian")
 #: default proposals of a gradient-map chain (option ``proposals``)
 GRADIENT_MAP_PROPOSALS = 50
-
-
-def _gradient_call(args):
-    """The types of a kernel's call ``gradient(theta, args, g)`` (:func:`~kngflow._jit.first_class`)."""
-    return numba.types.float64[::1], numba.typeof(args), numba.types.float64[::1]
-
-
-def _hessian_call(args):
-    """The types of a kernel's call ``hessian(theta, args, H)``."""
-    return numba.types.float64[::1], numba.typeof(args), numba.types.float64[:, ::1]
 
 
 def gradient_map_draws(gradient, hessian, args, a, norm, domain, base_scale, rng, size, proposals, max_tries,
@@ -128,7 +119,7 @@ def gradient_map_draws(gradient, hessian, args, a, norm, domain, base_scale, rng
     warm = base_share == 0.0 if warm is None else bool(warm)
     call = (gradient, hessian, rng, args, float(a), NORM_CODES[norm], center, float(B), float(base_scale),
             int(proposals), int(max_tries), MAX_ITER, float(base_share), warm, out, acc, steps)
-    status = first_class(gradient_map_chain, call, {0: _gradient_call(args), 1: _hessian_call(args)})(*call)
+    status = first_class(gradient_map_chain, call, {0: gradient_call(args), 1: hessian_call(args)})(*call)
     if status < 0:
         raise RuntimeError(f"gradient-map sampler: no proposal inside Theta in max_tries={max_tries} proposals "
                            "(the gradient's image hardly meets the noise); use sampler='metropolis'")
@@ -156,7 +147,7 @@ def surrogate_map_draws(gradient, surrogate, args, sargs, a, norm, domain, base_
     fit = np.zeros((d, d + 1))
     call = (gradient, surrogate[0], surrogate[1], rng, args, sargs, float(a), NORM_CODES[norm], center, float(B),
             float(base_scale), int(proposals), MAX_ITER, out, acc, steps, routes, us, los, fit)
-    calls = {0: _gradient_call(args), 1: _gradient_call(sargs), 2: _hessian_call(sargs)}
+    calls = {0: gradient_call(args), 1: gradient_call(sargs), 2: hessian_call(sargs)}
     status = first_class(surrogate_map_chain, call, calls)(*call)
     if status < 0:
         raise RuntimeError("surrogate-map sampler: the smooth surrogate's Newton fit failed; use sampler='metropolis'")
