@@ -60,10 +60,9 @@ from __future__ import annotations
 import functools
 import math
 
-import numba
 import numpy as np
 
-from kngflow._jit import first_class, jit
+from kngflow._jit import MATRIX, VECTOR, first_class, jit
 from kngflow.kernels.metropolis import (
     GENERIC,
     PRECOND,
@@ -143,8 +142,8 @@ def loss_energy(loss):
 
 def energies(energy, thetas, data, out):
     """``out[m] = energy(thetas[m], data)`` for the rows of ``thetas`` (m, d)."""
-    call = (energy, thetas, data, out)
-    first_class(_energies, call, {0: energy_call(data)})(*call)
+    entry, call = first_class(_energies, (energy, thetas, data, out), {0: energy_call(data)})
+    entry(*call)
 
 
 @jit
@@ -154,18 +153,18 @@ def _energies(energy, thetas, data, out):
 
 
 def energy_call(data):
-    """The types of a kernel's call ``energy(theta, data)`` (:func:`~kngflow._jit.first_class`)."""
-    return numba.types.float64[::1], numba.typeof(data)
+    """The arguments of a kernel's call ``energy(theta, data)`` (:func:`~kngflow._jit.first_class`)."""
+    return VECTOR, data
 
 
 def gradient_call(args):
-    """The types of a kernel's call ``gradient(theta, args, g)``."""
-    return numba.types.float64[::1], numba.typeof(args), numba.types.float64[::1]
+    """The arguments of a kernel's call ``gradient(theta, args, g)``."""
+    return VECTOR, args, VECTOR
 
 
 def hessian_call(args):
-    """The types of a kernel's call ``hessian(theta, args, H)`` (or ``jacobian(theta, data, J)``)."""
-    return numba.types.float64[::1], numba.typeof(args), numba.types.float64[:, ::1]
+    """The arguments of a kernel's call ``hessian(theta, args, H)`` (or ``jacobian(theta, data, J)``)."""
+    return VECTOR, args, MATRIX
 
 
 def metropolis_chains(energy, rng, data, center, B, base_scale, steps, out, acc_out, lattice=0.0):
@@ -188,9 +187,9 @@ def metropolis_chains(energy, rng, data, center, B, base_scale, steps, out, acc_
     state = (np.empty(d), new_tuner(d), data, center, B, base_measure(B, float(base_scale)), float(lattice),
              int(steps) // 2, np.zeros(2))
     calls = {1: energy_call(data)}
-    start = first_class(_start, (rng, energy, None, state, 0), calls)
-    sweeps = first_class(_sweeps, (rng, energy, None, state, int(steps)), calls)
-    run_chains(start, sweeps, rng, energy, None, state, int(steps), out, acc_out)
+    start, _ = first_class(_start, (rng, energy, None, state, 0), calls)
+    sweeps, (_, f, _, _, _) = first_class(_sweeps, (rng, energy, None, state, int(steps)), calls)
+    run_chains(start, sweeps, rng, f, None, state, int(steps), out, acc_out)
 
 
 @jit
@@ -354,9 +353,9 @@ def precond_metropolis_chains(energy, jacobian, rng, data, center, B, base_scale
     state = (np.empty(d), new_tuner(2 * d), data, center, B, base_measure(B, float(base_scale)), int(steps) // 2,
              dir_out, np.empty(d), np.empty((d, d)), np.empty((d, d)), np.zeros(2), np.zeros(1, dtype=np.int64))
     calls = {1: energy_call(data), 2: hessian_call(data)}
-    start = first_class(_precond_start, (rng, energy, jacobian, state, 0), calls)
-    sweeps = first_class(_precond_sweeps, (rng, energy, jacobian, state, int(steps)), calls)
-    run_chains(start, sweeps, rng, energy, jacobian, state, int(steps), out, acc_out)
+    start, _ = first_class(_precond_start, (rng, energy, jacobian, state, 0), calls)
+    sweeps, (_, f, g, _, _) = first_class(_precond_sweeps, (rng, energy, jacobian, state, int(steps)), calls)
+    run_chains(start, sweeps, rng, f, g, state, int(steps), out, acc_out)
 
 
 @jit

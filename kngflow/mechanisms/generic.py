@@ -119,7 +119,8 @@ def gradient_map_draws(gradient, hessian, args, a, norm, domain, base_scale, rng
     warm = base_share == 0.0 if warm is None else bool(warm)
     call = (gradient, hessian, rng, args, float(a), NORM_CODES[norm], center, float(B), float(base_scale),
             int(proposals), int(max_tries), MAX_ITER, float(base_share), warm, out, acc, steps)
-    status = first_class(gradient_map_chain, call, {0: gradient_call(args), 1: hessian_call(args)})(*call)
+    entry, call = first_class(gradient_map_chain, call, {0: gradient_call(args), 1: hessian_call(args)})
+    status = entry(*call)
     if status < 0:
         raise RuntimeError(f"gradient-map sampler: no proposal inside Theta in max_tries={max_tries} proposals "
                            "(the gradient's image hardly meets the noise); use sampler='metropolis'")
@@ -148,7 +149,8 @@ def surrogate_map_draws(gradient, surrogate, args, sargs, a, norm, domain, base_
     call = (gradient, surrogate[0], surrogate[1], rng, args, sargs, float(a), NORM_CODES[norm], center, float(B),
             float(base_scale), int(proposals), MAX_ITER, out, acc, steps, routes, us, los, fit)
     calls = {0: gradient_call(args), 1: gradient_call(sargs), 2: hessian_call(sargs)}
-    status = first_class(surrogate_map_chain, call, calls)(*call)
+    entry, call = first_class(surrogate_map_chain, call, calls)
+    status = entry(*call)
     if status < 0:
         raise RuntimeError("surrogate-map sampler: the smooth surrogate's Newton fit failed; use sampler='metropolis'")
     return (out, acc, steps, routes, us, los, fit) if details else (out, acc, steps)
