@@ -254,7 +254,8 @@ def run_chains(start, sweeps, rng, f, g, state, steps, out, acc_out):
     ``numpy.random.Generator`` ``rng``; its final ``theta`` goes to ``out[ch]`` and its
     post-burn-in acceptance rate (:func:`acceptance_rate`; NaN for a sampler that books no
     proposals, such as exact Gibbs) to ``acc_out[ch]``.  ``f`` and ``g`` are passed through
-    untouched: jitted functions the step functions call (an energy, a Jacobian) or None.
+    untouched: the functions the step functions call (an energy, a Jacobian; first-class,
+    :func:`~kngflow._jit.first_class`) or None.
 
     The loop over chains runs in Python (two calls a chain), so every sampler's jitted
     pieces keep their own compiled code: a jitted loop taking them as arguments cannot be
