@@ -223,6 +223,7 @@ def test_partial_store_reads_nan_and_status_counts(partial_store):
             assert re.search(rf"^\s*{n}\s+{m}\s+{k}\s+0\s+{total}\s*$", proc.stdout, re.M), proc.stdout
 
 
+@pytest.mark.slow
 def test_smoke_run_on_local_cluster(tmp_path):
     store = tmp_path / "smoke.zarr"
     proc = kngflow_cli("run", SMOKE, "--store", store, "--workers", 1, "--no-dashboard")

@@ -259,6 +259,7 @@ def test_reduced_specs_keep_their_design():
         assert len(small.replicates) <= REPLICATES
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_page_runs_as_written(page, tmp_path, monkeypatch, cluster_targets):
     found = blocks(page)

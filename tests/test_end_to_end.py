@@ -30,6 +30,7 @@ def figure1_store(tmp_path_factory):
     return store
 
 
+@pytest.mark.slow
 def test_figure1_claims_on_real_store(figure1_store):
     ds = xr.open_zarr(figure1_store)
     assert int(ds["done"].sum()) == ds["done"].size
@@ -51,6 +52,7 @@ def test_figure1_claims_on_real_store(figure1_store):
     assert "WITHOUT privacy" in ds.attrs["caveats"]
 
 
+@pytest.mark.slow
 def test_report_and_status_on_real_store(figure1_store, tmp_path):
     proc = kngflow_cli("report", figure1_store, "--out", tmp_path / "report")
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -34,6 +34,7 @@ def _on_grid(x, grid):
     return np.all(np.asarray(x) / grid == np.round(np.asarray(x) / grid))
 
 
+@pytest.mark.slow
 def test_the_reproducer_finds_nothing_in_200000_hardened_releases_and_the_unhardened_one_is_flagged():
     problem = get_problem("mean", d=2)
     hard = bit_audit(get_mechanism("mean", "kng", norm="linf"), problem, 1.0, pair=PAIR, draws=200_000)

@@ -116,6 +116,7 @@ def surrogate_map(mech, data, epsilon, rng, size):
     return mech.draw_surrogate_map(data, epsilon, rng, size)[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", NS)
 def test_logistic_gradient_map_small_n(n):
     """The default release's sampler (50 proposals, a fifth from the base measure)."""

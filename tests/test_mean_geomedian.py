@@ -313,6 +313,7 @@ def test_exact_audit_passes_and_catches_2eps(problem, kind, popts, mopts):
     assert not bad.passed, bad.summary()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("norm", ["linf", "l1"])
 def test_blackbox_audit_of_the_k_norm_mean(norm):
     """The location family has no grid to normalise on R^d: black-box audit on the worst pair
@@ -329,6 +330,7 @@ def test_blackbox_audit_of_the_k_norm_mean(norm):
     assert not bad.passed, bad.summary()
 
 
+@pytest.mark.slow
 def test_kngflow_audit_command_on_the_new_problems():
     out = kngflow_cli("audit", "exponential", "--problem", "mean", "--problem-option", "data_norm=l2",
                       "--draws", "500", "--no-progress")

@@ -30,6 +30,7 @@ def test_there_are_three_notebooks_stored_without_outputs():
                 assert not cell.outputs and cell.execution_count is None, f"{path.name}: stored with outputs"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path, tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")

@@ -169,6 +169,7 @@ def test_without_the_package_the_name_is_unknown():
         registry.problem_class("boxmean")
 
 
+@pytest.mark.slow
 def test_the_outside_model_runs_reports_and_audits(site, tmp_path):
     spec = tmp_path / "box.toml"
     spec.write_text(SPEC)

@@ -65,6 +65,7 @@ def test_the_tutorial_has_its_pieces():
                                                                   "--problem", "mean", "--no-progress"], 1) in commands
 
 
+@pytest.mark.slow
 def test_every_command_of_the_tutorial_ends_as_documented(tutorial):
     _, results = tutorial
     for argv, status, proc in results:

@@ -43,6 +43,15 @@ def assert_different_law(a, b, comparisons):
 CASES = [(2, 10**3), (2, 10**5), (12, 10**3), (12, 10**5)]
 
 
+def control_draws(kind, d):
+    """Draws of a negative control.  KNG at d = 12 is far off at 2ε (largest per-coordinate
+    KS distance 0.22-0.36 against the exact draws, read on 500 control draws): 600 draws
+    reject with ``sqrt(n_eff) D`` more than 4 standard deviations above the threshold.  The
+    others are closer (0.10-0.24) and keep 2000."""
+    return 600 if (kind == "kng" and d == 12) else DRAWS
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("d, n", CASES)
 @pytest.mark.parametrize("kind", ["kng", "exponential"])
 def test_exact_gibbs_metropolis_agree(kind, d, n):
@@ -61,8 +70,8 @@ def test_exact_gibbs_metropolis_agree(kind, d, n):
     assert_same_law(exact, metro, 3)
     assert_same_law(gibbs, metro, 3)
     # Negative control: the same chains at twice the rate (wrong scale) must be caught.
-    gibbs_wrong, _ = mech.draw_gibbs(stats, 2 * eps, np.random.default_rng(4), DRAWS, sweeps=300)
-    metro_wrong, _ = mech.draw_metropolis(stats, 2 * eps, np.random.default_rng(5), DRAWS, steps=4000)
+    gibbs_wrong, _ = mech.draw_gibbs(stats, 2 * eps, np.random.default_rng(4), control_draws(kind, d), sweeps=300)
+    metro_wrong, _ = mech.draw_metropolis(stats, 2 * eps, np.random.default_rng(5), control_draws(kind, d), steps=4000)
     assert_different_law(exact, gibbs_wrong, 3)
     assert_different_law(exact, metro_wrong, 3)
 
