@@ -125,14 +125,3 @@ def assert_same(a: xr.Dataset, b: xr.Dataset, variables=DETERMINISTIC, *, subset
         assert x.dtype == y.dtype, v
         assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), v
 
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items):
-    """Modules holding a ``slow`` test run first, each module's tests kept together and in
-    order: under ``pytest -n`` the long tests then start early, and the short ones fill the
-    workers at the end, instead of one long test finishing alone."""
-    modules: dict = {}
-    for item in items:
-        modules.setdefault(item.path, []).append(item)
-    ordered = sorted(modules.values(), key=lambda tests: not any(t.get_closest_marker("slow") for t in tests))
-    items[:] = [item for tests in ordered for item in tests]
