@@ -124,4 +124,3 @@ def assert_same(a: xr.Dataset, b: xr.Dataset, variables=DETERMINISTIC, *, subset
         x, y = a[v].values, b[v].values
         assert x.dtype == y.dtype, v
         assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), v
-

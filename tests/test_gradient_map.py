@@ -133,7 +133,7 @@ def test_logistic_gradient_map_matches_the_grid_density():
 
     The marginal CDF at the upper edge of a grid cell is the cumulated mass of the cells up
     to it (each point's mass spread over ``x ± h/2``), interpolated linearly between edges:
-    within 4e-4 of the 401-point grid's CDF here, where placing the masses on the points
+    within 5e-4 of the 401-point grid's CDF here, where placing the masses on the points
     themselves would shift the CDF by half a cell (0.015 at 401 points).  (The grid is a
     stricter reference than a 100 times longer Metropolis chain, and cheaper.)
 
