@@ -22,6 +22,7 @@ and draws — not about losses reached elsewhere.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -42,18 +43,33 @@ def flag_probability(p_num: float, p_den: float, n_num: int, n_den: int, level: 
     p_num, p_den = float(np.clip(p_num, 0.0, 1.0)), float(np.clip(p_den, 0.0, 1.0))
     if p_num <= 0.0 or n_num <= 0 or n_den <= 0:
         return 0.0
-    den = sps.binom(n_den, p_den)
-    lo_k, hi_k = (0, 0) if p_den == 0 else (int(den.ppf(1e-10)), int(den.isf(1e-10)) + 1)
+    w, kmin = _denominator(p_den, int(n_num), int(n_den), float(level), float(epsilon), float(delta))
+    if not w.size:
+        return 0.0
+    return float(np.sum(w * sps.binom.sf(kmin - 1, n_num, p_num)))
+
+
+@functools.lru_cache(maxsize=256)
+def _denominator(p_den: float, n_num: int, n_den: int, level: float, epsilon: float, delta: float):
+    """The part of :func:`flag_probability` that does not depend on ``p_num``: the weights
+    ``P(K_den = k)`` over the central ``1 - 2e-10`` of ``Bin(n_den, p_den)`` where a flag is
+    possible, and for each such ``k`` the smallest ``K_num`` that flags.  Kept, because the
+    searches of :func:`loss_at_power` and :func:`draws_for_loss` ask for the same
+    denominator again and again (the beta and binomial quantiles are most of their cost)."""
+    lo_k, hi_k = (0, 0) if p_den == 0 else (int(sps.binom.ppf(1e-10, n_den, p_den)),
+                                            int(sps.binom.isf(1e-10, n_den, p_den)) + 1)
     k = np.arange(max(lo_k, 0), min(hi_k, n_den) + 1)
-    w = den.pmf(k)
+    w = sps.binom.pmf(k, n_den, p_den)
     hi = np.where(k < n_den, sps.beta.ppf(1 - level, k + 1, np.maximum(n_den - k, 1e-12)), 1.0)
     v = delta + math.exp(epsilon) * hi  # the lower bound on p_num must exceed v
     ok = v < 1.0
     if not ok.any():
-        return 0.0
+        return np.empty(0), np.empty(0)
     # lo(k) > v  <=>  P(Bin(n_num, v) >= k) < level: the smallest such k
-    kmin = sps.binom.isf(level, n_num, v[ok]) + 1
-    return float(np.sum(w[ok] * sps.binom.sf(kmin - 1, n_num, p_num)))
+    w, kmin = w[ok], sps.binom.isf(level, n_num, v[ok]) + 1
+    w.setflags(write=False)  # shared by every call with these arguments
+    kmin.setflags(write=False)
+    return w, kmin
 
 
 def event_power(p_num: float, p_den: float, loss: float, n: int, level: float, epsilon: float,
