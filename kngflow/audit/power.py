@@ -49,7 +49,7 @@ def flag_probability(p_num: float, p_den: float, n_num: int, n_den: int, level: 
     return float(np.sum(w * sps.binom.sf(kmin - 1, n_num, p_num)))
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=64)
 def _denominator(p_den: float, n_num: int, n_den: int, level: float, epsilon: float, delta: float):
     """The part of :func:`flag_probability` that does not depend on ``p_num``: the weights
     ``P(K_den = k)`` over the central ``1 - 2e-10`` of ``Bin(n_den, p_den)`` where a flag is
