@@ -154,9 +154,9 @@ def test_logistic_gradient_map_matches_the_grid_density():
     density /= density.sum()
     assert max(density[0].sum(), density[-1].sum(), density[:, 0].sum(), density[:, -1].sum()) < 1e-9
     edges = [a + (a[1] - a[0]) / 2 for a in axes]
+    cdfs = [np.cumsum(density.sum(axis=1 - j)) for j in range(2)]
 
     def ks(draws):
-        cdfs = [np.cumsum(density.sum(axis=1 - j)) for j in range(2)]
         return min(stats.kstest(draws[:, j], lambda x, j=j: np.interp(x, edges[j], cdfs[j])).pvalue for j in range(2))
 
     assert ks(gm) > P_REJECT
