@@ -310,6 +310,41 @@ def test_local_workers_ignore_signals_and_write_stderr_to_the_log_file(tmp_path)
     assert log.read_text().count("written by a worker") == 2
 
 
+def _log_records():
+    """In a worker: a failed heartbeat as distributed logs it (an error with its traceback),
+    then another error of the same logger."""
+    import logging
+
+    lg = logging.getLogger("distributed.worker")
+    try:
+        raise OSError("Stream is closed")
+    except OSError:
+        lg.exception("Failed to communicate with scheduler during heartbeat.")
+    lg.error("another worker error")
+    return True
+
+
+def test_a_local_workers_failed_heartbeat_at_close_stays_off_the_terminal(tmp_path, capfd):
+    """The closing scheduler of a local cluster can meet a worker's heartbeat; distributed then
+    logs the closed stream with a traceback (seen once at the end of a successful run).  With a
+    log file it goes there; without, it stays off the terminal while other errors do not.
+    The second cluster starts in the same process as the first: its workers do not inherit
+    the first one's log file (the nanny copies pre-spawn variables into this process for good)."""
+    from distributed import Client
+
+    from kngflow.sweep.cluster import local_cluster
+
+    log = tmp_path / "workers.log"
+    for log_file in (log, None):
+        with local_cluster(2, dashboard_address=None, log_file=log_file) as cluster, Client(cluster) as client:
+            assert all(client.run(_log_records).values())
+    text, err = log.read_text(), capfd.readouterr().err
+    for out, to_file in ((text, True), (err, False)):
+        assert out.count("another worker error") == 2, out
+        assert out.count("during heartbeat") == (2 if to_file else 0), out
+        assert ("Traceback" in out) == to_file, out
+
+
 # ----------------------------------------------------------------------------- pre-flight
 def _dead_address() -> str:
     with socket.socket() as s:

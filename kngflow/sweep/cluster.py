@@ -233,8 +233,11 @@ def local_cluster(
     n = kwargs.pop("n_workers", None) or workers or os.cpu_count() or 1
     env = dict(dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {})
     env.update(WORKER_ENV)
-    if log_file is not None:
-        env[LOG_FILE_ENV] = str(Path(log_file).resolve())
+    # the log file goes to each worker's own environment (the nanny's ``env``): the nanny
+    # copies pre-spawn variables into this process's os.environ for good, where they would
+    # override the configuration of every later cluster started here
+    worker_env = dict(kwargs.pop("env", None) or {})
+    worker_env[LOG_FILE_ENV] = str(Path(log_file).resolve()) if log_file is not None else ""
     preload = list(kwargs.pop("preload", None) or []) + ["kngflow.sweep.worker_preload"]
     if dashboard_address is None:  # the scheduler's HTTP server (health, metrics) still starts: on a free port
         kwargs["scheduler_kwargs"] = {"dashboard_address": "127.0.0.1:0", **(kwargs.get("scheduler_kwargs") or {})}
@@ -246,6 +249,7 @@ def local_cluster(
             processes=True,
             dashboard_address=dashboard_address,
             preload=preload,
+            env=worker_env,
             **kwargs,
         )
 

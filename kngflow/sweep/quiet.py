@@ -12,6 +12,8 @@ a local cluster (:mod:`kngflow.sweep.worker_preload`).
   to a file instead, and warnings go there too.
 * :func:`drop_reconnect_errors`: ``distributed``'s own log lines about a lost
   scheduler stay off the terminal; the command line says it in one line.
+  :func:`drop_heartbeat_errors` does the same for a local worker's failed heartbeat
+  as the cluster closes.
 * :func:`progress_bar`: a tqdm bar on a terminal; off a terminal (a batch job's
   log) a plain line every :data:`PLAIN_INTERVAL` seconds instead of carriage-return
   updates.
@@ -32,7 +34,8 @@ import time
 import warnings
 from collections.abc import Iterator
 
-__all__ = ["Interrupted", "exit_on_signals", "silence", "log_to_file", "drop_reconnect_errors", "LOG_FILE_ENV",
+__all__ = ["Interrupted", "exit_on_signals", "silence", "log_to_file", "drop_reconnect_errors", "drop_heartbeat_errors",
+           "LOG_FILE_ENV",
            "SIGNALS", "progress_bar", "PlainProgress", "PLAIN_INTERVAL", "busy_ports"]
 
 #: Set by :func:`silence`: nothing more is written to the terminal (progress lines included).
@@ -160,28 +163,24 @@ def log_to_file(path: str | os.PathLike) -> logging.Handler:
     return handler
 
 
-class _LostScheduler(logging.Filter):
-    """Drops the client's records about reconnecting to a scheduler that went away."""
+class _Drop(logging.Filter):
+    """Drops the records whose message starts with one of ``prefixes``."""
 
-    PREFIXES = ("Failed to reconnect to scheduler", "Lost connection to scheduler", "Not able to reconnect")
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            msg = str(record.getMessage())
-        except Exception:  # noqa: BLE001 - a malformed record is not ours to judge
-            return True
-        return not msg.startswith(self.PREFIXES)
-
-
-class _SlowShutdown(logging.Filter):
-    """Drops a nanny's "Worker process still alive after 4.0 seconds, killing" record: a local
-    worker slow to exit when the cluster closes (a busy machine) is killed as planned."""
+    def __init__(self, *prefixes: str):
+        super().__init__()
+        self.prefixes = prefixes
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
-            return not str(record.getMessage()).startswith("Worker process still alive after")
+            return not str(record.getMessage()).startswith(self.prefixes)
         except Exception:  # noqa: BLE001 - a malformed record is not ours to judge
             return True
+
+
+def _add_filter(logger: str, *prefixes: str) -> None:
+    lg = logging.getLogger(logger)
+    if not any(isinstance(f, _Drop) and f.prefixes == prefixes for f in lg.filters):
+        lg.addFilter(_Drop(*prefixes))
 
 
 def drop_reconnect_errors() -> None:
@@ -190,16 +189,25 @@ def drop_reconnect_errors() -> None:
 
     A run that loses its scheduler stops with one line of its own
     (:class:`~kngflow.sweep.engine.SchedulerLost`); the client's error record about the same
-    loss would be a second line.  Call it only when logging reaches the terminal (with
-    :func:`log_to_file` the record belongs in the file).
+    loss would be a second line.  A local worker slow to exit as the cluster closes (a busy
+    machine) is killed as planned: not news either.  Call it only when logging reaches the
+    terminal (with :func:`log_to_file` the record belongs in the file).
     """
-    lg = logging.getLogger("distributed.client")
-    if not any(isinstance(f, _LostScheduler) for f in lg.filters):
-        lg.addFilter(_LostScheduler())
-    # and a local worker killed when slow to exit as the cluster closes: planned, not news
-    lg = logging.getLogger("distributed.nanny")
-    if not any(isinstance(f, _SlowShutdown) for f in lg.filters):
-        lg.addFilter(_SlowShutdown())
+    _add_filter("distributed.client", "Failed to reconnect to scheduler", "Lost connection to scheduler",
+                "Not able to reconnect")
+    _add_filter("distributed.nanny", "Worker process still alive after")
+
+
+def drop_heartbeat_errors() -> None:
+    """Keep a local worker's "Failed to communicate with scheduler during heartbeat." record (an
+    error with its traceback) off the terminal.
+
+    A local cluster's scheduler runs in the client's process and closes with it, and a worker
+    whose heartbeat is under way at that moment logs the closed stream; a scheduler lost in
+    the middle of a run is reported by the client, in one line.  Called by the workers of a
+    local cluster (:mod:`kngflow.sweep.worker_preload`) when their stderr is the terminal.
+    """
+    _add_filter("distributed.worker", "Failed to communicate with scheduler during heartbeat")
 
 
 #: Seconds between two progress lines off a terminal.

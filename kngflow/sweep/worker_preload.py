@@ -10,7 +10,9 @@ The import runs in the worker process's main thread before the worker starts:
   close it.
 * With :data:`~kngflow.sweep.quiet.LOG_FILE_ENV` set (``kngflow run
   --log-file``), the worker's stderr (its logging, warnings and anything else
-  it prints) is appended to that file.
+  it prints) is appended to that file.  Without it, a heartbeat that meets the
+  closing scheduler as the cluster closes logs nothing
+  (:func:`~kngflow.sweep.quiet.drop_heartbeat_errors`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import os
 import signal
 import threading
 
-from kngflow.sweep.quiet import LOG_FILE_ENV, silence
+from kngflow.sweep.quiet import LOG_FILE_ENV, drop_heartbeat_errors, silence
 
 #: Seconds after SIGTERM before a worker that nobody closed exits.
 GRACE = 10.0
@@ -42,6 +44,8 @@ def _setup() -> None:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         os.dup2(fd, 2)
         os.close(fd)
+    else:
+        drop_heartbeat_errors()
 
 
 _setup()
