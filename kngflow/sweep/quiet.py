@@ -35,8 +35,7 @@ import warnings
 from collections.abc import Iterator
 
 __all__ = ["Interrupted", "exit_on_signals", "silence", "log_to_file", "drop_reconnect_errors", "drop_heartbeat_errors",
-           "LOG_FILE_ENV",
-           "SIGNALS", "progress_bar", "PlainProgress", "PLAIN_INTERVAL", "busy_ports"]
+           "LOG_FILE_ENV", "SIGNALS", "progress_bar", "PlainProgress", "PLAIN_INTERVAL", "busy_ports"]
 
 #: Set by :func:`silence`: nothing more is written to the terminal (progress lines included).
 _SILENCED = threading.Event()
