@@ -78,8 +78,7 @@ def constrained_ridge(G: np.ndarray, c: np.ndarray, n: int, reg: float, radius: 
     if float(np.linalg.norm(theta)) <= radius:
         return theta, False
     hi = float(np.linalg.norm(bt)) / radius
-    from scipy.optimize import brentq  # here: importing scipy.optimize costs every worker ~0.6 s
-
+    from scipy.optimize import brentq  # here: importing scipy.optimize costs every worker ~0.5 s
     mu = brentq(lambda m: float(np.linalg.norm(bt / (lam + m))) - radius, 0.0, hi, xtol=1e-300, rtol=4 * np.finfo(float).eps)
     theta = Q @ (bt / (lam + mu))
     norm = float(np.linalg.norm(theta))

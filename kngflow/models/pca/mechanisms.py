@@ -128,8 +128,7 @@ def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) ->
     lo = hi / 2.0
     while lo > 1e-300 and _gaussian_delta(epsilon, lo) > delta:
         lo /= 2.0
-    from scipy.optimize import brentq  # here: importing scipy.optimize costs every worker ~0.6 s
-
+    from scipy.optimize import brentq  # here: importing scipy.optimize costs every worker ~0.5 s
     mu = brentq(lambda m: _gaussian_delta(epsilon, m) - delta, lo, hi, xtol=1e-300, rtol=1e-13)
     return sensitivity / mu
 
