@@ -10,7 +10,7 @@ A real ``dask scheduler`` and 16 ``dask worker --nthreads 1`` processes on
 
 The study (linear regression, d = 4, two n, three ε, three mechanisms) runs in
 this process through :func:`kngflow.sweep.run_sweep`, so that its CPU time is
-the client's (event loop, batched gathers, the store's writer thread).  Printed
+the client's (event loop, fetching results, the store's writer thread).  Printed
 in one run:
 
 * utilisation: the mean over samples (every 0.5 s) of busy threads (a worker

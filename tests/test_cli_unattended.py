@@ -345,6 +345,49 @@ def test_a_local_workers_failed_heartbeat_at_close_stays_off_the_terminal(tmp_pa
         assert ("Traceback" in out) == to_file, out
 
 
+def test_the_clients_records_of_a_lost_scheduler_or_result_stay_off_the_terminal(capfd):
+    """A run's client reports a lost scheduler (or every worker gone) in one line of its own:
+    distributed's records of the same events (a message to the scheduler under way as it went,
+    with its traceback; a result lost with its worker, which the scheduler computes again) do
+    not reach the terminal, while the other records of the same loggers do."""
+    import logging
+
+    from kngflow.sweep.quiet import drop_reconnect_errors
+
+    records = [("distributed.batched", "Batched Comm Closed <TCP (closed) Client->Scheduler>"),
+               ("distributed.client", "Couldn't gather 1 keys, rescheduling ('kngflow-a4788eb0',)"),
+               ("distributed.client", "Failed to reconnect to scheduler after 3.00 seconds, closing client")]
+    handler = logging.StreamHandler()  # a terminal handler, as distributed's logging config sets up
+    loggers = {name: logging.getLogger(name) for name, _ in records}
+
+    def no_filters():
+        for lg in loggers.values():
+            lg.filters = [f for f in lg.filters if type(f).__name__ != "_Drop"]
+
+    no_filters()  # as in a fresh client process
+    for lg in loggers.values():
+        lg.addHandler(handler)
+    try:
+        for shown in (True, False):
+            if not shown:
+                drop_reconnect_errors()
+            for name, message in records:
+                try:
+                    raise OSError("Stream is closed")
+                except OSError:
+                    loggers[name].warning(message, exc_info=True)
+            loggers["distributed.client"].warning("another client warning")
+            err = capfd.readouterr().err
+            assert err.count("another client warning") == 1, err
+            for _, message in records:  # without the filters every record shows: the control
+                assert (message in err) == shown, err
+            assert ("Traceback" in err) == shown, err
+    finally:
+        for lg in loggers.values():
+            lg.removeHandler(handler)
+        no_filters()
+
+
 # ----------------------------------------------------------------------------- pre-flight
 def _dead_address() -> str:
     with socket.socket() as s:

@@ -183,17 +183,22 @@ def _add_filter(logger: str, *prefixes: str) -> None:
 
 
 def drop_reconnect_errors() -> None:
-    """Keep ``distributed.client``'s "Failed to reconnect to scheduler ..." records and the
-    nannies' "Worker process still alive after ... seconds, killing" off the terminal.
+    """Keep ``distributed.client``'s "Failed to reconnect to scheduler ..." and "Couldn't
+    gather ... keys, rescheduling ..." records, ``distributed.batched``'s "Batched Comm
+    Closed ..." (with its traceback) and the nannies' "Worker process still alive after ...
+    seconds, killing" off the terminal.
 
     A run that loses its scheduler stops with one line of its own
-    (:class:`~kngflow.sweep.engine.SchedulerLost`); the client's error record about the same
-    loss would be a second line.  A local worker slow to exit as the cluster closes (a busy
-    machine) is killed as planned: not news either.  Call it only when logging reaches the
+    (:class:`~kngflow.sweep.engine.SchedulerLost`); the client's records about the same
+    loss (a message to the scheduler under way as it went) would be more lines.  A local worker slow to exit as the cluster closes (a busy
+    machine) is killed as planned: not news either; nor is a result lost with its worker before
+    the client fetched it: the scheduler computes it again (and a run whose every worker
+    left stops with one line of its own).  Call it only when logging reaches the
     terminal (with :func:`log_to_file` the record belongs in the file).
     """
     _add_filter("distributed.client", "Failed to reconnect to scheduler", "Lost connection to scheduler",
-                "Not able to reconnect")
+                "Not able to reconnect", "Couldn't gather")
+    _add_filter("distributed.batched", "Batched Comm Closed")
     _add_filter("distributed.nanny", "Worker process still alive after")
 
 

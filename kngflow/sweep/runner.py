@@ -6,8 +6,8 @@ a :class:`~kngflow.store.Block` of numpy arrays; the client (:func:`run_sweep`) 
 each block to one :class:`~kngflow.store.StoreWriter`, which writes large, compact
 chunks from a background thread, results before ``done`` flags.  Tasks come lazily from
 :func:`~kngflow.sweep.plan.iter_tasks` and at most ``max_in_flight`` futures exist at a
-time (``distributed.as_completed``, topped up as tasks finish, finished ones gathered in
-batches), so the client's memory does not grow with the grid.  How many futures, and how
+time (``distributed.as_completed``, topped up as tasks finish; their results are fetched
+as they finish, and taken in batches), so the client's memory does not grow with the grid.  How many futures, and how
 long the tasks, follows the cluster as workers join and leave (:class:`_Window`).
 """
 
@@ -97,6 +97,11 @@ class _Window:
         self.threads = sum(nthreads.values())
         self.capacity = max(self.threads, self._adaptive_threads(len(nthreads)))
 
+    def worked(self) -> None:
+        """A result came back from a worker: some worker was present, even one that joined
+        and left between two refreshes."""
+        self._seen = True
+
     def _check_lost(self, present: bool, now: float) -> None:
         """Raise :class:`WorkersLost` once no worker has been present for ``worker_timeout`` s after
         some were (an adaptive cluster the client owns brings its own workers back: never)."""
@@ -160,7 +165,7 @@ def run_sweep(
     re-reads the workers and threads present (and the adaptive maximum of a
     cluster the client owns), keeps about two futures per thread in flight
     (``max_in_flight`` fixes the number), and cuts longer tasks as the cluster
-    grows.  Finished futures are gathered in batches.  A worker that retires
+    grows.  Results are fetched as tasks finish.  A worker that retires
     (``dask worker --lifetime``) or dies hands its tasks back to the scheduler,
     which runs them elsewhere; no cell is lost or written twice.
 
@@ -222,7 +227,10 @@ def run_sweep(
 
             bar = progress_bar(total, done_before)
         futs: dict = {}  # key -> (task, submitted at, future)
-        ready = as_completed()
+        # results are fetched as they finish, on the client's event loop: a result lost with
+        # its worker is recomputed there, and the loop below never waits on a gather (it
+        # goes on following the cluster, and stops once every worker has left)
+        ready = as_completed(with_results=True)
 
         def submit() -> bool:
             task = next(tasks, None)
@@ -271,28 +279,15 @@ def run_sweep(
                         pass
                     if not futs:
                         break
-                    batch = [f for f in ready.next_batch(block=False) if futs.get(f.key, (0, 0, None))[2] is f]
-                    ok = [f for f in batch if f.status == "finished"]
-                    try:
-                        blocks = client.gather(ok) if ok else []
-                    except Exception:  # noqa: BLE001 - one of them was lost: take them one by one
-                        ok, blocks = [], []
-                    for fut, block in zip(ok, blocks):
-                        futs.pop(fut.key)
-                        finish(block)
+                    batch = [(f, r) for f, r in ready.next_batch(block=False) if futs.get(f.key, (0, 0, None))[2] is f]
+                    for fut, result in batch:
+                        task = futs.pop(fut.key)[0]
+                        if isinstance(result, st.Block):
+                            window.worked()
+                            finish(result)
+                        else:  # an error or a cancellation
+                            failure(task, fut)
                         fut.release()
-                    for fut in batch:  # errors, cancellations, and results a failed gather left
-                        if fut.key in futs:
-                            task = futs.pop(fut.key)[0]
-                            if fut.status != "finished":
-                                failure(task, fut)
-                            else:
-                                try:
-                                    block = fut.result()
-                                except Exception as exc:  # noqa: BLE001 - lost with its worker
-                                    block = failed_block(labels, epsilons, d, task, f"task result lost: {exc!r}")
-                                finish(block)
-                            fut.release()
                     now = time.monotonic()
                     if now - checked > 1.0:
                         checked = now
