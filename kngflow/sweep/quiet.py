@@ -190,11 +190,12 @@ def drop_reconnect_errors() -> None:
 
     A run that loses its scheduler stops with one line of its own
     (:class:`~kngflow.sweep.engine.SchedulerLost`); the client's records about the same
-    loss (a message to the scheduler under way as it went) would be more lines.  A local worker slow to exit as the cluster closes (a busy
-    machine) is killed as planned: not news either; nor is a result lost with its worker before
-    the client fetched it: the scheduler computes it again (and a run whose every worker
-    left stops with one line of its own).  Call it only when logging reaches the
-    terminal (with :func:`log_to_file` the record belongs in the file).
+    loss (a message to the scheduler under way as it went) would be more lines.  A local
+    worker slow to exit as the cluster closes (a busy machine) is killed as planned: not
+    news either; nor is a result lost with its worker before the client fetched it: the
+    scheduler computes it again (and a run whose every worker left stops with one line of
+    its own).  Call it only when logging reaches the terminal (with :func:`log_to_file`
+    the record belongs in the file).
     """
     _add_filter("distributed.client", "Failed to reconnect to scheduler", "Lost connection to scheduler",
                 "Not able to reconnect", "Couldn't gather")

@@ -6,9 +6,10 @@ a :class:`~kngflow.store.Block` of numpy arrays; the client (:func:`run_sweep`) 
 each block to one :class:`~kngflow.store.StoreWriter`, which writes large, compact
 chunks from a background thread, results before ``done`` flags.  Tasks come lazily from
 :func:`~kngflow.sweep.plan.iter_tasks` and at most ``max_in_flight`` futures exist at a
-time (``distributed.as_completed``, topped up as tasks finish; their results are fetched
-as they finish, and taken in batches), so the client's memory does not grow with the grid.  How many futures, and how
-long the tasks, follows the cluster as workers join and leave (:class:`_Window`).
+time (``distributed.as_completed``, topped up as tasks finish; results are fetched as
+their tasks finish and taken in batches), so the client's memory does not grow with the
+grid.  How many futures, and how long the tasks, follows the cluster as workers join and
+leave (:class:`_Window`).
 """
 
 from __future__ import annotations
