@@ -352,7 +352,7 @@ def test_the_clients_records_of_a_lost_scheduler_or_result_stay_off_the_terminal
     not reach the terminal, while the other records of the same loggers do."""
     import logging
 
-    from kngflow.sweep.quiet import drop_reconnect_errors
+    from kngflow.sweep.quiet import _Drop, drop_reconnect_errors
 
     records = [("distributed.batched", "Batched Comm Closed <TCP (closed) Client->Scheduler>"),
                ("distributed.client", "Couldn't gather 1 keys, rescheduling ('kngflow-a4788eb0',)"),
@@ -362,7 +362,7 @@ def test_the_clients_records_of_a_lost_scheduler_or_result_stay_off_the_terminal
 
     def no_filters():
         for lg in loggers.values():
-            lg.filters = [f for f in lg.filters if type(f).__name__ != "_Drop"]
+            lg.filters = [f for f in lg.filters if not isinstance(f, _Drop)]
 
     no_filters()  # as in a fresh client process
     for lg in loggers.values():
