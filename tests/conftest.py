@@ -12,6 +12,8 @@ import xarray as xr
 
 from kngflow import store as st
 
+from xdist_groups import pytest_xdist_make_scheduler  # noqa: F401  (pytest-xdist's hook)
+
 #: Store variables that must match bit for bit between runs (``seconds`` is wall time).
 DETERMINISTIC = [v for v in st.VARIABLES if v != "seconds"] + ["scale", "ols_stderr", "theta_star"]
 ALL_VARIABLES = list(st.VARIABLES) + ["scale", "ols_stderr", "theta_star"]
@@ -63,17 +65,6 @@ label = "exponential"
 kind = "exponential"
 bound = 1.0
 """
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks
-def pytest_collection_modifyitems(config, items):
-    """Tests that use a module- or class-scoped fixture (a study run once, a Dask cluster) run
-    in one pytest-xdist worker: ``--dist loadgroup`` (pyproject's ``addopts``) then makes the
-    fixture once, not once in every worker that gets one of its module's tests."""
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        if info and any(defs[-1].scope in ("module", "class") for defs in info.name2fixturedefs.values()):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 @pytest.fixture
