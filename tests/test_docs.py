@@ -302,7 +302,7 @@ def test_page_runs_as_written(page, tmp_path, monkeypatch, cluster_targets):
 
 #: The test command: the README's, docs/index.md's and the one .ci/run runs (test and docs extras:
 #: the docs build and the notebooks run too).
-TEST_COMMAND = 'pip install -e ".[test,docs]" && python -m pytest -q -n 3'
+TEST_COMMAND = 'pip install --no-compile -e ".[test,docs]" && python -m pytest -q -n 3'
 
 
 def test_the_readme_is_a_guide():
