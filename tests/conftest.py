@@ -100,10 +100,10 @@ def reduced_workflow(tmp_path, name: str, replace) -> Path:
 
 
 def run_and_report(tmp_path, spec: Path):
-    """``kngflow run`` on 2 workers (every cell must finish), then ``kngflow report``:
+    """``kngflow run`` on 1 worker (every cell must finish), then ``kngflow report``:
     the store's dataset and the report directory."""
     store = tmp_path / "study.zarr"
-    run = kngflow_cli("run", spec, "--store", store, "--workers", 2, "--no-dashboard", "--no-progress")
+    run = kngflow_cli("run", spec, "--store", store, "--workers", 1, "--no-dashboard", "--no-progress")
     assert run.returncode == 0, run.stdout + run.stderr
     ds = xr.open_zarr(store)
     assert int(ds["done"].sum()) == ds["done"].size

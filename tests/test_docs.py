@@ -26,7 +26,8 @@ beside it (``workflows/NAME.claims.toml``, checked by ``kngflow report``) keeps 
 axes, so that every claim finds its cells, and only gets 3 replicates. So a block's
 ``kngflow run workflows/kng_linear.toml --store results/kng_linear.zarr`` runs exactly
 as written, in seconds instead of minutes or hours. ``kngflow run`` gets
-``--no-dashboard --no-progress``, and ``--workers 2`` where the line names no target.
+``--no-dashboard --no-progress``, and ``--workers 1`` where the line names no target (a
+worker process's start costs more CPU than these studies; stores do not depend on it).
 Audits are reduced the same way: ``kngflow audit`` gets ``--draws 2000`` (appended, so it
 overrides the line's own ``--draws``); every documented exit status (pass 0, flagged 1)
 holds at that size, and the results at full size are the tables of docs/audits.md. A
@@ -187,7 +188,7 @@ def run_command(command: str, status: int, folder: Path, env: dict, where: str, 
         if argv[len(kngflow_command())] == "run":
             argv += ["--no-dashboard", "--no-progress"]
             if not {"--workers", "--scheduler", "--scheduler-file", "--cluster"} & set(argv):
-                argv += ["--workers", "2"]
+                argv += ["--workers", "1"]
         elif argv[len(kngflow_command())] == "audit":
             argv += ["--draws", str(AUDIT_DRAWS)] + ([] if "--no-progress" in argv else ["--no-progress"])
     elif argv[0] == "python":
