@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 
+@functools.cache
 def _shares_fixtures(path: Path) -> bool:
     """Whether the test module at ``path`` defines a module- or class-scoped fixture."""
+    if not path.is_file():
+        return False
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Call) and any(
             kw.arg == "scope" and isinstance(kw.value, ast.Constant) and kw.value.value in ("module", "class")
@@ -28,13 +32,11 @@ def pytest_xdist_make_scheduler(config, log):
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    root, shared = Path(config.rootpath), {}
+    root = Path(config.rootpath)
 
     class ModuleFixtureScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            if module not in shared:
-                shared[module] = (root / module).is_file() and _shares_fixtures(root / module)
-            return module if shared[module] else nodeid
+            return module if _shares_fixtures(root / module) else nodeid
 
     return ModuleFixtureScheduling(config, log)
