@@ -13,9 +13,11 @@ import numpy as np
 import pytest
 
 from kngflow.audit.blackbox import _Sampler
-from kngflow.audit.calibration import Ball, Disc, LaplaceMean
+from kngflow.audit.calibration import Ball, Ball8, Disc, LaplaceMean
 from kngflow.audit.runner import releases
-from kngflow.audit.search import REFINE_TOP, ascend, best_predicted, clean, domain, score_matrix, search_pair, separations
+from kngflow.audit import search as search_module
+from kngflow.audit.search import (REFINE_TOP, best_predicted, clean, contexts, domain, extreme_pairs, record_classes,
+                                   score_matrix, search_pair, separations)
 
 LEVEL = 1e-5 / 8
 
@@ -36,23 +38,90 @@ def ball_scores():
     return records, samples, score_matrix(samples, _score)
 
 
-def test_ascent_reaches_the_exhaustive_maximum(ball_scores):
-    """Coordinate ascent over the 351 swaps of the sphere's records reaches the maximum of
-    the exhaustive scores: always when every record starts a climb, and in most seeds with
-    the default 16 restarts, scoring fewer swaps than the exhaustive search; a single climb
-    over batches of 3 records (the negative control) stops short."""
-    _, _, S = ball_scores
-    k = len(S)
-    best = np.unravel_index(int(np.argmax(S)), S.shape)
-    for seed in range(10):
-        (i, j), s, evaluated = ascend(lambda i, j: S[i, j], k, np.random.default_rng(seed), restarts=k)
-        assert (i, j) == best and s == S[best] and evaluated <= k * (k - 1) // 2, (seed, (i, j), best)
-    runs = [ascend(lambda i, j: S[i, j], k, np.random.default_rng(seed)) for seed in range(10)]
-    assert sum(p == best for p, _, _ in runs) >= 8, [p for p, _, _ in runs]
-    assert np.mean([n for _, _, n in runs]) < k * (k - 1) // 2
-    short = [ascend(lambda i, j: S[i, j], k, np.random.default_rng(seed), restarts=1, batch=3)[0]
-             for seed in range(5)]
-    assert any(p != best for p in short)
+class Cloud(Ball):
+    """Records on the unit sphere of R^d: the sign vectors / √d, ±e_j, random directions
+    up to ``count`` records, and the centre."""
+
+    def __init__(self, d: int, count: int = 200, seed: int = 0):
+        self.d, self.diameter = d, 2 * np.sqrt(d)
+        signs = np.array(np.meshgrid(*[[-1.0, 1.0]] * d)).reshape(d, -1).T / np.sqrt(d)
+        e = np.eye(d)
+        g = np.random.default_rng(seed).standard_normal((max(0, count - len(signs) - 2 * d), d))
+        self._records = np.vstack([signs, e, -e, g / np.linalg.norm(g, axis=1, keepdims=True), np.zeros((1, d))])
+
+    def records(self):
+        return self._records
+
+
+def test_extreme_pairs_and_classes():
+    """The extreme pairs of the 8-D sign ball are opposite sign vectors (ℓ1, ℓ2) and ±e_j
+    or opposite sign vectors (ℓ∞, each axis); the classes are the centre and the sphere;
+    every fill has the extreme records swapped in, and a random context of a large set
+    holds them beside a sample of the others, 64 records in all."""
+    problem = Ball8()
+    records, fill = domain(problem)
+    pairs = extreme_pairs(records)
+    l1 = np.abs(records[:, None] - records[None]).sum(-1)
+    assert l1[pairs[0]] == pytest.approx(l1.max()) == pytest.approx(2 * np.sqrt(8))
+    for j in range(8):  # along each axis, some pair at the axis's largest separation
+        assert any(abs(records[a, j] - records[b, j]) == pytest.approx(2) for a, b in pairs)
+    classes = record_classes(records, fill)
+    assert np.all(records[classes["centre"]] == 0)
+    assert np.linalg.norm(records[classes["extreme"]]) == pytest.approx(1)
+    ctx = contexts(records, fill, 8, np.random.default_rng(0))
+    ends = {i for p in pairs for i in p}
+    fills = [c for c in ctx if c.kind.startswith("fill")]
+    assert len(fills) == 4 and all(ends <= set(c.swapped) for c in ctx)
+    assert any(np.all(c.rest == 0) for c in fills)  # every record at the centre: the smallest norms
+    assert all(len(c.swapped) == 64 for c in ctx if not c.kind.startswith("fill"))
+
+
+def _search(problem, seed, score_draws=200):
+    sampler = _Sampler(LaplaceMean(factor=0.7), problem, 1.0, seed, None, None)
+
+    def sample(datasets, size):
+        return [None if r is None else r[0] for r in sampler(datasets, size)]
+
+    return search_pair(sample, _score, problem, np.random.default_rng(seed), contexts=2, moves=8,
+                       score_draws=score_draws, min_size=problem.d)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("d", [4, 6, 8])
+def test_large_sets_refine_the_maximal_separation_pair(d, monkeypatch):
+    """On at least 200 records of the sphere of R^d (d = 4, 6, 8: sign vectors / √d, ±e_j,
+    random directions, the centre) a pair at the largest ℓ1 distance among the records
+    (opposite sign vectors, where a Laplace mean's loss is largest) is among the pairs the
+    search refines, however many records there are (the extreme pairs are refined in a
+    fixed order: ℓ1, ℓ2, ℓ∞, then the axes).  The control: the same search without the
+    extreme pairs (random samples of 64 records) misses it in some seed."""
+    problem = Cloud(d)
+    records, _ = domain(problem)
+    assert len(records) >= 200
+    top = np.abs(records[:, None] - records[None]).sum(-1).max()
+    rows = {tuple(np.round(r, 6)) for r in records}
+    assert tuple(np.round(np.ones(d) / np.sqrt(d), 6)) in rows
+
+    def refined_top(seed):
+        res = _search(problem, seed)
+        pairs = [text.split(" + ")[-1] for text, _ in res.details["refined"][0]]
+        dist = [np.abs(np.array(eval(a.replace("->", ","))[0]) - np.array(eval(a.split("->")[1]))).sum()
+                for a in pairs]
+        return max(dist) >= top - 1e-4
+
+    assert refined_top(0)
+    monkeypatch.setattr(search_module, "extreme_pairs", lambda records: [])
+    assert not all(refined_top(seed) for seed in range(3))
+
+
+@pytest.mark.slow
+def test_the_sign_ball_of_r8_ends_at_opposite_sign_vectors():
+    """273 declared records in R^8: the search ends at opposite sign vectors (ℓ1 distance
+    2√8, the domain's diameter) in every seed."""
+    problem = Ball8()
+    for seed in range(2):
+        res = _search(problem, seed)
+        assert np.abs(res.pair.record - res.pair.other).sum() == pytest.approx(problem.diameter), str(res.pair)
 
 
 def test_separations_put_opposite_corners_among_the_swaps_refined(ball_scores):

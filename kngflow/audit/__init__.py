@@ -19,7 +19,7 @@ import importlib
 #: public names and the submodule defining each; imported on first use, so that
 #: ``kngflow status`` (whose parser lists the audit command) does not import scipy.stats
 _WHERE = {
-    "AuditResult": "exact",
+    "AuditResult": "result",
     "exact_audit": "exact",
     "knorm_audit": "exact",
     "statistic_audit": "exact",
@@ -36,12 +36,16 @@ _WHERE = {
     "bit_audit": "bits",
     "bit_audit_applies": "bits",
     "side_channel_audit": "blackbox",
-    "clopper_pearson": "blackbox",
-    "loss_lower_bound": "blackbox",
+    "clopper_pearson": "result",
+    "loss_lower_bound": "result",
     "audit_callable": "blackbox",
     "LocalRunner": "runner",
     "DaskRunner": "runner",
-    "audit_plan": "exact",
+    "audit_plan": "pipeline",
+    "AuditOptions": "pipeline",
+    "AuditContext": "pipeline",
+    "run_audit": "pipeline",
+    "Verdict": "pipeline",
 }
 
 __all__ = list(_WHERE)

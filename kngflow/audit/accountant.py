@@ -16,8 +16,8 @@ for 2ε gets an accountant ε near 2ε and is flagged.
 from __future__ import annotations
 
 from ..mechanisms.claims import Composed
-from .exact import AuditResult
 from .pairs import SIZES, AdjacentPair
+from .result import AuditResult
 
 __all__ = ["accountant_audit", "accountant_audit_applies"]
 

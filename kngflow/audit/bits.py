@@ -30,9 +30,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import power as pw
-from .blackbox import ALPHA, loss_lower_bound
-from .exact import AuditResult
 from .pairs import AdjacentPair, audit_view, candidate_pairs
+from .result import ALPHA, AuditResult, loss_lower_bound
 
 __all__ = ["bit_audit", "bit_audit_applies", "BIT_DRAWS"]
 

@@ -46,19 +46,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats as sps
 
 from . import power as pw
-from .exact import AuditResult
 from .pairs import AdjacentPair, audit_view
+from .result import ALPHA, AuditResult, clopper_pearson
 from .runner import Chunk, LocalRunner, chunk_sizes, releases
-from .search import SMOOTH, _cp_lo, best_predicted, clean, search_pair, select_events, statistics
+from .search import SMOOTH, best_predicted, clean, search_cost, search_pair, select_events, statistics
 
-__all__ = ["clopper_pearson", "loss_lower_bound", "blackbox_audit", "side_channel_audit", "audit_callable",
-           "sample_releases", "planned_releases"]
-
-#: Default family-wise error of one audit (probability of flagging an ε-DP mechanism).
-ALPHA = 1e-5
+__all__ = ["blackbox_audit", "side_channel_audit", "audit_callable", "sample_releases", "planned_releases",
+           "side_channel_releases"]
 #: Default fresh releases per side (the calibration suite's broken mechanisms at 1.4 ε are
 #: flagged with it: ``docs/audits.md``).
 DRAWS = 50_000
@@ -73,33 +69,6 @@ def _score_draws(draws: int, score_draws: int | None) -> int:
 EVENTS = 4
 #: Default most fresh releases per side that ``target_power`` may ask for.
 MAX_DRAWS = 10**7
-
-
-def clopper_pearson(k: np.ndarray, n: int, level: float) -> tuple[np.ndarray, np.ndarray]:
-    """One-sided Clopper–Pearson bounds ``(lower, upper)``, each holding w.p. >= 1 - level."""
-    k = np.asarray(k, dtype=float)
-    lo = np.where(k > 0, sps.beta.ppf(level, np.maximum(k, 1), n - k + 1), 0.0)
-    hi = np.where(k < n, sps.beta.ppf(1 - level, k + 1, np.maximum(n - k, 1)), 1.0)
-    return lo, hi
-
-
-def loss_lower_bound(counts_a: np.ndarray, counts_b: np.ndarray, n: int, alpha: float, delta: float = 0.0) -> float:
-    """Lower confidence bound on the privacy loss ε at ``delta`` from event counts on two
-    data sets.
-
-    ``counts_a``, ``counts_b``: counts of the same ``m`` events in ``n`` releases each.
-    Both orientations are tested; Bonferroni over ``2 m`` ratios, each needing two bounds.
-    (ε, δ)-DP gives ``P_a(E) <= e^ε P_b(E) + δ``, so ``log((lo_a - δ) / hi_b)`` bounds ε
-    from below (events with ``lo_a <= δ`` say nothing); ``delta = 0`` is the ε-DP test.
-    """
-    m = 2 * counts_a.size
-    level = alpha / (2 * m)
-    lo_a, hi_a = clopper_pearson(counts_a.ravel(), n, level)
-    lo_b, hi_b = clopper_pearson(counts_b.ravel(), n, level)
-    with np.errstate(divide="ignore"):
-        r = np.concatenate([np.log(np.maximum(lo_a - delta, 0.0)) - np.log(hi_b),
-                            np.log(np.maximum(lo_b - delta, 0.0)) - np.log(hi_a)])
-    return float(max(0.0, np.max(r)))
 
 
 def _delta(mechanism) -> float:
@@ -201,7 +170,7 @@ def _pilot_masses(chosen, sa, sb):
     for ev in chosen:
         ka, kb = float(ev.indicator(sa).sum()), float(ev.indicator(sb).sum())
         (kn, mn), (kd, md) = ((ka, len(sa)), (kb, len(sb))) if ev.forward else ((kb, len(sb)), (ka, len(sa)))
-        out.append((float(_cp_lo(kn, mn, SMOOTH)), kd / md))
+        out.append((float(clopper_pearson(kn, mn, SMOOTH)[0]), kd / md))
     return out
 
 
@@ -279,14 +248,17 @@ def _searched(sampler, problem, extract, *, draws, candidates, moves, score_draw
     return res.pair, {"pairs_scored": res.details["swaps_scored"], "pair_score": res.score, "search": res.details}
 
 
-def planned_releases(draws: int, pilot: int | None = None, *, pair_given: bool = False, candidates: int = 8,
-                     moves: int | None = None, score_draws: int | None = None, records: int = 0) -> int:
-    """Releases one :func:`blackbox_audit` makes with these settings, ``records`` declared
-    records (for a progress bar; the search may make fewer)."""
-    contexts = max(1, candidates // 4)
-    moves = candidates if moves is None else moves
-    score_draws = _score_draws(draws, score_draws)
-    search = 0 if pair_given else score_draws * (contexts * min(records, 64) + 2 * moves + 10 * 4)
+def planned_releases(draws: int, pilot: int | None = None, *, problem=None, candidates: int = 8,
+                     moves: int | None = None, score_draws: int | None = None) -> int:
+    """Releases one :func:`blackbox_audit` draws with these settings: the pair search's on
+    ``problem`` (as the audit sees it, :func:`~kngflow.audit.pairs.audit_view`; None: the
+    pair is given, no search), then the pilot and the fresh draws on each side.  Exact
+    where the problem accepts every data set searched (for the time budget and the
+    progress bar)."""
+    search = 0
+    if problem is not None:
+        search = search_cost(problem, contexts=max(1, candidates // 4), moves=candidates if moves is None else moves,
+                             score_draws=_score_draws(draws, score_draws), min_size=problem.d)
     return search + 2 * (draws + _pilot_size(draws, pilot))
 
 
@@ -302,7 +274,6 @@ def blackbox_audit(
     candidates: int = 8,
     moves: int | None = None,
     score_draws: int | None = None,
-    bins: int = 10,
     alpha: float = ALPHA,
     events: int = EVENTS,
     seed: int = 0,
@@ -326,7 +297,6 @@ def blackbox_audit(
     draws : fresh releases per side counted for the bound.
     pilot : releases per side that choose the events (default ``draws / 5``, between
         1 000 and 20 000).  events : events counted on the fresh draws (Bonferroni).
-    bins : unused (the binned test it set is replaced by the event search); kept for callers.
     alpha : family-wise error: an ε-DP mechanism is flagged w.p. at most ``alpha``.
     target_power : a loss L: draw as many fresh releases (at least ``draws``, at most
         ``max_draws``) as make a loss of L on the pilot's events flagged w.p. >= 0.9.
@@ -378,13 +348,13 @@ def side_channel_audit(
     problem,
     epsilon: float,
     *,
+    run_epsilon: float | None = None,
     pair: AdjacentPair | None = None,
     draws: int = 5_000,
     pilot: int | None = 1_000,
     candidates: int = 8,
     moves: int | None = None,
     score_draws: int = 200,
-    bins: int = 10,
     alpha: float = ALPHA,
     seed: int = 0,
     runner=None,
@@ -396,16 +366,20 @@ def side_channel_audit(
     ``(lower bound, data_dependent)``, where data dependence means a bound above ε
     (Bonferroni over the fields and the record).  ``passed`` refers to the released
     record only: the audit passes when the record's bound is at most ε, whatever the
-    diagnostics show — they are not part of the release.  The pair, when searched, is the
-    one whose other outputs differ most.
+    diagnostics show — they are not part of the release.  The mechanism runs at
+    ``run_epsilon`` (default ε) and is tested at its claim's δ, as in
+    :func:`blackbox_audit`.  ``kngflow audit`` passes the pair its black-box step chose;
+    without one, the pair searched is the one whose other outputs differ most.
     """
 
     def side_only(e, side):
         return np.column_stack([side[k] for k in sorted(side)])
 
+    run = float(epsilon if run_epsilon is None else run_epsilon)
+    delta = _delta(mechanism)
     pilot = _pilot_size(draws, pilot)
     problem = audit_view(mechanism, problem)
-    sampler = _Sampler(mechanism, problem, epsilon, seed, runner, progress)
+    sampler = _Sampler(mechanism, problem, run, seed, runner, progress)
     search = {}
     if pair is None:
         pair, search = _searched(sampler, problem, side_only, draws=draws, candidates=candidates,
@@ -413,14 +387,20 @@ def side_channel_audit(
     (pa, sa), (pb, sb) = sampler(list(pair.datasets()), pilot, strict=True)
     (a, ta), (b, tb) = sampler(list(pair.datasets()), draws, strict=True)
     level = alpha / (len(ta) + 1)
-    record, info = _event_test(pa, pb, a, b, level, 0.0, EVENTS, float(epsilon))
+    record, info = _event_test(pa, pb, a, b, level, delta, EVENTS, float(epsilon))
     fields = {}
     for k in sorted(ta):
         bound, _ = _event_test(sa[k][:, None], sb[k][:, None], ta[k][:, None], tb[k][:, None], level, 0.0, EVENTS,
                                float(epsilon))
         fields[k] = (bound, bool(bound > epsilon))
     return AuditResult("side-channel", repr(mechanism), float(epsilon), record, 0.0, pair, bool(record <= epsilon),
-                       {"fields": fields, "draws": draws, "alpha": alpha, **info, **search})
+                       {"fields": fields, "draws": draws, "alpha": alpha, "run_epsilon": run, "delta": delta,
+                        **info, **search})
+
+
+def side_channel_releases(draws: int = 5_000, pilot: int | None = 1_000) -> int:
+    """Releases one :func:`side_channel_audit` on a given pair draws."""
+    return 2 * (draws + _pilot_size(draws, pilot))
 
 
 def _event_test(pa, pb, a, b, alpha, delta, events, epsilon):

@@ -34,17 +34,23 @@ import numpy as np
 from kngflow.mechanisms import Mechanism, Release
 from kngflow.problems import Problem
 
-__all__ = ["MeanRecords", "Cube", "Disc", "Ball", "Diamond", "Simplex", "Interval", "LaplaceMean", "GEOMETRIES",
-           "suite"]
+__all__ = ["MeanRecords", "Cube", "Disc", "Ball", "Diamond", "Simplex", "Interval", "Ball6", "Ball8", "LaplaceMean",
+           "DataRadiusMean", "SpreadMean", "BranchMean", "SmallNMean", "GEOMETRIES", "WIDE", "DATA_DEPENDENT", "suite",
+           "data_dependent_suite"]
 
 
 class MeanRecords(NamedTuple):
-    """A data set as the calibration mechanisms see it: the mean of its ``n`` records and
-    the public ℓ1 diameter of the record domain."""
+    """A data set as the calibration mechanisms see it: the mean of its ``n`` records, the
+    public ℓ1 diameter of the record domain, the records themselves (rows), and the
+    domain's public centre and ℓ2 radius about it (what the data-dependent mechanisms
+    compare the records with)."""
 
     xbar: np.ndarray
     n: int
     diameter: float
+    x: np.ndarray | None = None
+    centre: np.ndarray | None = None
+    radius: float = 1.0
 
 
 class _Domain(Problem):
@@ -86,7 +92,9 @@ class _Domain(Problem):
         x = np.asarray(records, dtype=float).reshape(-1, self.d)
         if len(x) == 0 or not np.all(np.isfinite(x)) or not np.all(self.inside(x)):
             raise ValueError(f"records must be finite points of the {type(self).__name__.lower()} domain")
-        return MeanRecords(x.mean(axis=0), len(x), float(self.diameter))
+        centre = self.centre()
+        radius = float(np.max(np.linalg.norm(self.records() - centre, axis=1)))
+        return MeanRecords(x.mean(axis=0), len(x), float(self.diameter), x, centre, radius)
 
 
 class Cube(_Domain):
@@ -181,6 +189,37 @@ class Simplex(_Domain):
         return rng.dirichlet(np.ones(3), n)
 
 
+class _SignBall(_Domain):
+    """Records in the unit ℓ2 ball of R^d; declared: the ``2^d`` sign vectors scaled to the
+    sphere, ``±e_i`` and the centre (Δ = 2√d, reached by opposite sign vectors)."""
+
+    def inside(self, x):
+        return np.linalg.norm(x, axis=1) <= 1 + self.tolerance
+
+    def records(self):
+        signs = np.array(list(itertools.product((-1.0, 1.0), repeat=self.d))) / math.sqrt(self.d)
+        e = np.eye(self.d)
+        return np.vstack([signs, e, -e, np.zeros((1, self.d))])
+
+    def uniform(self, n, rng):
+        g = rng.standard_normal((n, self.d))
+        return g / np.linalg.norm(g, axis=1, keepdims=True) * rng.uniform(0, 1, (n, 1)) ** (1 / self.d)
+
+
+class Ball6(_SignBall):
+    """Records in the unit ℓ2 ball of R^6: 64 sign vectors / √6, ±e_i and the centre (77
+    records, Δ = 2√6)."""
+
+    d, diameter = 6, 2 * math.sqrt(6.0)
+
+
+class Ball8(_SignBall):
+    """Records in the unit ℓ2 ball of R^8: 256 sign vectors / √8, ±e_i and the centre (273
+    records, Δ = 2√8)."""
+
+    d, diameter = 8, 2 * math.sqrt(8.0)
+
+
 class Interval(_Domain):
     """Records in ``[-1, 1]``; declared: -1, -1/2, 0, 1/2, 1 (Δ = 2)."""
 
@@ -217,13 +256,111 @@ class LaplaceMean(Mechanism):
         return f"LaplaceMean(factor={self.factor:g})"
 
 
+def _unit(value: float, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value <= 1):
+        raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
+    return float(value)
+
+
+class _DataScaledMean(Mechanism):
+    """The mean plus Laplace noise of scale ``s(D) * Δ / (n ε)`` per coordinate, where the
+    factor ``s(D)`` in ``[floor, 1]`` is taken from the data (subclasses: ``factor``).
+
+    With ``floor = 1`` the factor is 1 on every data set: the correct twin, a
+    :class:`LaplaceMean` of loss exactly ε.  With ``floor < 1`` it is not ε-DP for any ε:
+    on two adjacent data sets with factors ``s < s'`` the log density ratio of the
+    releases grows without bound along any coordinate (``|t|/(s b) - |t - m|/(s' b)``,
+    ``b = Δ/(n ε)``), so these mechanisms are the most common real bug in DP code (a
+    sensitivity, clipping radius or branch taken from the data) and must be flagged
+    whatever the pair's records, once the search reaches data sets of both kinds."""
+
+    def __init__(self, *, floor: float = 1.0):
+        self.floor = _unit(floor, "floor")
+
+    def factor(self, data: MeanRecords) -> float:
+        raise NotImplementedError
+
+    def release(self, data: MeanRecords, epsilon: float, rng: np.random.Generator) -> Release:
+        scale = max(self.floor, min(1.0, self.factor(data))) * data.diameter / (data.n * epsilon)
+        return Release(data.xbar + rng.laplace(0.0, scale, data.xbar.shape))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(floor={self.floor:g})"
+
+
+class DataRadiusMean(_DataScaledMean):
+    """Noise scaled by a clipping radius taken from the data: ``s(D) = max_i ||x_i - c||_2 / R``
+    (``c``, ``R``: the domain's centre and radius), at least ``floor``.  A data set of
+    records near the centre gets ``floor`` of the noise."""
+
+    def factor(self, data):
+        return float(np.max(np.linalg.norm(data.x - data.centre, axis=1))) / data.radius
+
+
+class SpreadMean(_DataScaledMean):
+    """Noise scaled by the data's spread: ``s(D) = max_i ||x_i - xbar||_2 / R``, at least
+    ``floor``.  A data set of identical records gets ``floor`` of the noise."""
+
+    def factor(self, data):
+        return float(np.max(np.linalg.norm(data.x - data.xbar, axis=1))) / data.radius
+
+
+class BranchMean(_DataScaledMean):
+    """A data-dependent branch: ``s(D) = floor`` when every record is the same (a "constant
+    column" shortcut), else 1."""
+
+    def factor(self, data):
+        return 0.0 if np.all(data.x == data.x[0]) else 1.0
+
+
+class SmallNMean(Mechanism):
+    """Less noise for small data sets: scale ``factor * Δ / (n ε)`` when ``n < below``, the
+    calibrated ``Δ / (n ε)`` otherwise.  Its loss is ``ε / factor`` on data sets of fewer
+    than ``below`` records and ε on the others, so it is caught only where the search
+    tries the smallest data sets; ``factor = 1`` is the correct twin."""
+
+    def __init__(self, *, factor: float = 1.0, below: int = 4):
+        self.factor = _unit(factor, "factor")
+        if isinstance(below, bool) or not isinstance(below, int) or below < 1:
+            raise ValueError(f"below must be an integer >= 1, got {below!r}")
+        self.below = below
+
+    def release(self, data: MeanRecords, epsilon: float, rng: np.random.Generator) -> Release:
+        f = self.factor if data.n < self.below else 1.0
+        return Release(data.xbar + rng.laplace(0.0, f * data.diameter / (data.n * epsilon), data.xbar.shape))
+
+    def loss(self, epsilon: float) -> float:
+        """The exact privacy loss at ``epsilon`` (reached on the small data sets)."""
+        return epsilon / self.factor
+
+    def __repr__(self) -> str:
+        return f"SmallNMean(factor={self.factor:g}, below={self.below})"
+
+
 #: The suite's record domains.
 GEOMETRIES = {"l-inf cube": Cube, "l2 disc": Disc, "l2 ball (3-D)": Ball, "l1 ball (3-D)": Diamond,
-              "simplex": Simplex, "1-D interval": Interval}
+              "simplex": Simplex, "1-D interval": Interval, "l2 ball (6-D)": Ball6, "l2 ball (8-D)": Ball8}
+#: Geometries added with losses of 1.5 ε (their extreme pairs are few among many records).
+WIDE = ("l2 ball (6-D)", "l2 ball (8-D)")
+#: The data-dependent broken mechanisms: (name, broken, correct twin).
+DATA_DEPENDENT = {
+    "radius from the data": (DataRadiusMean(floor=0.25), DataRadiusMean(floor=1.0)),
+    "spread of the data": (SpreadMean(floor=0.25), SpreadMean(floor=1.0)),
+    "branch on constant data": (BranchMean(floor=0.5), BranchMean(floor=1.0)),
+    "less noise for n < 4": (SmallNMean(factor=0.5, below=4), SmallNMean(factor=1.0, below=4)),
+}
 
 
 def suite(losses=(1.2, 1.4, 1.7, 2.0)) -> list[tuple[str, Problem, Mechanism, float]]:
     """``(geometry, problem, mechanism, true loss in units of ε)`` for every geometry: the
-    correct twin (loss 1) and a broken mechanism at each of ``losses``."""
+    correct twin (loss 1) and a broken mechanism at each of ``losses`` (1.5 for the
+    geometries of :data:`WIDE`)."""
     return [(name, cls(), LaplaceMean(factor=1.0 / loss), float(loss))
-            for name, cls in GEOMETRIES.items() for loss in (1.0, *losses)]
+            for name, cls in GEOMETRIES.items() for loss in (1.0, *((1.5,) if name in WIDE else losses))]
+
+
+def data_dependent_suite(geometries=("l2 disc", "l2 ball (3-D)")) -> list[tuple[str, str, Problem, Mechanism, bool]]:
+    """``(geometry, mechanism name, problem, mechanism, broken)``: each data-dependent
+    mechanism of :data:`DATA_DEPENDENT` and its twin on each of ``geometries``."""
+    return [(g, name, GEOMETRIES[g](), mech, broken) for g in geometries
+            for name, pair in DATA_DEPENDENT.items() for mech, broken in zip(pair, (True, False))]

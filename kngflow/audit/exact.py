@@ -6,7 +6,7 @@ a :class:`~kngflow.mechanisms.claims.Density` claim gets the density audit, a
 :class:`~kngflow.mechanisms.claims.GradientNoise` claim the K-norm noise audit, a
 :class:`~kngflow.mechanisms.claims.StatisticNoise` (or
 :class:`~kngflow.mechanisms.claims.Composed`) claim the statistic audit
-(:func:`audit_plan`).  The audits read the claim only.
+(:func:`kngflow.audit.pipeline.audit_plan`).  The audits read the claim only.
 
 **Density audit** (:func:`exact_audit`) for mechanisms claiming an unnormalised
 ``log_density(data, epsilon, theta)`` on a parameter box (KNG, exponential mechanism) in
@@ -51,65 +51,18 @@ chosen Gaussian steps of ``mu_step`` are ``sqrt(T) mu_step``-GDP, Dong, Roth & S
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
-
 import math
 
 import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
-from ..mechanisms.claims import Composed, Density, GradientNoise, StatisticNoise
+from ..mechanisms.claims import Density, GradientNoise, StatisticNoise
 from .pairs import AdjacentPair, audit_view, candidate_pairs
+from .result import AuditResult
 
-__all__ = ["AuditResult", "audit_plan", "exact_audit", "exact_audit_applies", "gaussian_delta", "gaussian_epsilon",
+__all__ = ["AuditResult", "exact_audit", "exact_audit_applies", "gaussian_delta", "gaussian_epsilon",
            "knorm_audit", "parameter_box", "statistic_audit", "statistic_audit_applies"]
-
-
-@dataclass
-class AuditResult:
-    """Outcome of one audit.
-
-    ``bound`` is the privacy loss found: exact (``kind`` "exact" / "knorm") or a
-    lower confidence bound (``kind`` "black-box"); ``passed`` is ``bound <= epsilon +
-    tolerance`` (the declared ε, or its share for "knorm").  ``details`` holds per-kind
-    extras (numerical error, the run ε, per-field bounds of a side-channel audit...).
-    """
-
-    kind: str
-    mechanism: str
-    epsilon: float
-    bound: float
-    tolerance: float
-    pair: AdjacentPair | None
-    passed: bool
-    details: dict = field(default_factory=dict)
-
-    def summary(self) -> str:
-        """Lines for people: the loss found, the limit, the pair and the verdict."""
-        run = self.details.get("run_epsilon", self.epsilon)
-        ran = "" if run == self.epsilon else f" run at epsilon={run:g}"
-        what = {"exact": "privacy loss", "knorm": "privacy loss",
-                "accountant": "accountant epsilon"}.get(self.kind, "privacy loss lower bound")
-        limit = f"declared epsilon {self.epsilon:g}"
-        if self.details.get("delta"):
-            limit += f" at delta {self.details['delta']:g}"
-        if self.kind == "knorm":
-            dt = self.details
-            limit += (f" (noise {dt['noise_max']:.4f} of {dt['noise_limit']:g}, "
-                      f"Jacobian {dt['jacobian_max']:.4f} of {dt['jacobian_limit']:g})")
-        lines = [
-            f"{self.kind} audit of {self.mechanism}{ran}",
-            f"  {what} {self.bound:.4f} vs {limit} (tolerance {self.tolerance:.2g}): "
-            f"{'PASS' if self.passed else 'FLAGGED'}",
-        ]
-        if self.pair is not None:
-            lines.append(f"  pair: {self.pair}")
-        lines.extend(f"  {note}" for note in self.details.get("notes", ()))
-        for name, (b, flag) in self.details.get("fields", {}).items():
-            verdict = "DATA-DEPENDENT (not private)" if flag else "no evidence of data dependence"
-            lines.append(f"  field {name}: lower bound {b:.3f} -> {verdict}")
-        return "\n".join(lines)
 
 
 def _box(claim, problem):
@@ -269,7 +222,7 @@ def knorm_audit(mechanism, problem, epsilon: float, *, run_epsilon: float | None
         for r, r2 in itertools.combinations(records, 2):
             pair = AdjacentPair(rest, r, r2)
             D, D2 = (problem.audit_data(x) for x in pair.datasets())
-            diff = np.array([problem.gradient(D, t) - problem.gradient(D2, t) for t in vertices])
+            diff = np.array([claim.gradient(D, t) - claim.gradient(D2, t) for t in vertices])
             noise = float(np.max(np.linalg.norm(diff, ord=order, axis=1)) / scale)
             jac = abs(claim.log_jacobian(D, run) - claim.log_jacobian(D2, run))
             noise_max, jac_max = max(noise_max, noise), max(jac_max, jac)
@@ -332,30 +285,6 @@ def statistic_audit_applies(mechanism, problem, pair: AdjacentPair | None = None
     :class:`~kngflow.mechanisms.claims.StatisticNoise` claim (or :class:`~kngflow.mechanisms.claims.Composed`)
     whose ``steps(n)`` is not None at some audited size (the pair's, else the default rests')."""
     return _statistic_applies(mechanism.privacy_claim(), problem, pair)
-
-
-def audit_plan(mechanism, problem, pair: AdjacentPair | None = None) -> list[str]:
-    """The audits that apply to ``mechanism`` on ``problem``, in the order ``kngflow audit``
-    runs them, from its privacy claim alone: one of ``"exact"`` (a
-    :class:`~kngflow.mechanisms.claims.Density` claim, d <= 2, a bounded ``Theta``),
-    ``"statistic"`` (a :class:`~kngflow.mechanisms.claims.StatisticNoise` claim) or
-    ``"knorm"`` (:class:`~kngflow.mechanisms.claims.GradientNoise`) where one applies, then
-    ``"accountant"`` (a :class:`~kngflow.mechanisms.claims.Composed` claim), then
-    ``"bit-level"`` (a claim naming an additive centre: :mod:`kngflow.audit.bits`), then
-    ``"black-box"`` (always)."""
-    claim = mechanism.privacy_claim()
-    plan = []
-    if _density_applies(claim, problem):
-        plan.append("exact")
-    elif _statistic_applies(claim, problem, pair):
-        plan.append("statistic")
-    elif isinstance(claim, GradientNoise):
-        plan.append("knorm")
-    if isinstance(claim, Composed):
-        plan.append("accountant")
-    if claim.additive_centre is not None:
-        plan.append("bit-level")
-    return plan + ["black-box"]
 
 
 def _fmt_point(p) -> str:

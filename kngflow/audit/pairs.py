@@ -43,7 +43,7 @@ class AdjacentPair:
 
 class _RestrictedProblem:
     """``problem`` with ``audit_records`` passed through the claim's restriction; the rest of
-    what audits read of a problem (``d``, ``audit_data``, ``parameter_box``, ``gradient``)
+    what audits read of a problem (``d``, ``audit_data``, ``parameter_box``)
     is the problem's."""
 
     def __init__(self, problem, restrict):
@@ -65,10 +65,6 @@ class _RestrictedProblem:
 
     def parameter_box(self):
         return self._problem.parameter_box()
-
-    def gradient(self, data, theta):
-        """The loss gradient, for an audit of K-norm noise on it (a problem without one has none)."""
-        return self._problem.gradient(data, theta)
 
 
 def audit_view(mechanism, problem):

@@ -34,13 +34,13 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
-from scipy import stats as sps
 from scipy.special import ndtri
 
 from .pairs import SIZES, AdjacentPair
 
 __all__ = ["Statistic", "Event", "statistics", "select_events", "predicted_bound", "best_predicted", "search_pair",
-           "SearchResult", "ascend", "score_matrix", "domain", "clean"]
+           "search_cost", "SearchResult", "Context", "contexts", "extreme_pairs", "record_classes", "score_matrix",
+           "separations", "domain", "clean"]
 
 #: One-sided level of the shrinkage of select-sample proportions (one standard error).
 SMOOTH = 0.1587
@@ -165,6 +165,43 @@ def _histogram_ratio(name, V: np.ndarray, a: np.ndarray, b: np.ndarray, bins: in
     return Statistic(name, lambda x: lr[cells(x @ V)])
 
 
+def _monotone(y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The weighted least-squares non-decreasing fit to ``y`` (pool adjacent violators)."""
+    values, weights, counts = [], [], []
+    for yi, wi in zip(y, w):
+        values.append(float(yi)), weights.append(float(wi)), counts.append(1)
+        while len(values) > 1 and values[-2] > values[-1]:
+            v, wt, c = values.pop(), weights.pop(), counts.pop()
+            values[-1] = (values[-1] * weights[-1] + v * wt) / (weights[-1] + wt)
+            weights[-1] += wt
+            counts[-1] += c
+    return np.repeat(values, counts)
+
+
+def _axes_monotone_ratio(a: np.ndarray, b: np.ndarray, bins: int) -> Statistic:
+    """Sum over the coordinate axes of one-dimensional histogram log ratios fitted monotone
+    along each axis (pool adjacent violators, the direction of the better fit): the log
+    likelihood ratio of two product laws with monotone likelihood ratios (noise of a
+    log-concave law added coordinate by coordinate to two locations), estimated with far
+    less noise than by free histograms when the shift is small against the noise."""
+    d = a.shape[1]
+    parts = []
+    for j in range(d):
+        e = _edges(np.concatenate([a[:, j], b[:, j]]), bins)
+        ca = np.bincount(np.searchsorted(e, a[:, j], side="right"), minlength=len(e) + 1) + 0.5
+        cb = np.bincount(np.searchsorted(e, b[:, j], side="right"), minlength=len(e) + 1) + 0.5
+        lr = np.log(ca / ca.sum()) - np.log(cb / cb.sum())
+        w = 1.0 / (1.0 / ca + 1.0 / cb)
+        up, down = _monotone(lr, w), -_monotone(-lr, w)
+        fit = up if np.sum(w * (lr - up) ** 2) <= np.sum(w * (lr - down) ** 2) else down
+        parts.append((e, fit))
+
+    def fn(x):
+        return sum(lr[np.searchsorted(e, x[:, j], side="right")] for j, (e, lr) in enumerate(parts))
+
+    return Statistic("sum of per-axis monotone log-ratios", fn)
+
+
 def _axes_ratio(a: np.ndarray, b: np.ndarray, bins: int) -> Statistic:
     """Sum over the coordinate axes of smoothed one-dimensional histogram log ratios
     (pooled-quantile cells): the log likelihood ratio of two laws that are products over
@@ -245,6 +282,8 @@ def statistics(a: np.ndarray, b: np.ndarray, *, cheap: bool = False) -> list[Sta
         out.append(_axes_ratio(a, b, int(np.clip(np.sqrt(m) / (4 if cheap else 2), 4, 64))))
     if cheap:
         return out
+    if a.shape[1] >= 2 and m >= 100:
+        out.append(_axes_monotone_ratio(a, b, int(np.clip(np.sqrt(m), 8, 128))))
     if m >= 40:
         bins = int(np.clip(np.sqrt(m) / 2, 8, 64))
         for name, v in dirs[:3]:
@@ -263,11 +302,6 @@ def statistics(a: np.ndarray, b: np.ndarray, *, cheap: bool = False) -> list[Sta
 
 
 # ----------------------------------------------------------------------------- events
-
-
-def _cp_lo(k, n, level):
-    k = np.asarray(k, dtype=float)
-    return np.where(k > 0, sps.beta.ppf(level, np.maximum(k, 1e-12), np.maximum(n - k, 0) + 1), 0.0)
 
 
 def _wilson(k, n, z, upper: bool):
@@ -346,14 +380,19 @@ def best_predicted(a: np.ndarray, b: np.ndarray, n: int, level: float, delta: fl
     return ev[0].predicted if ev else 0.0
 
 
+
 # ----------------------------------------------------------------------------- pairs
 
-#: Largest declared record set whose every swap is scored (64 records: 2016 swaps).
+#: Most declared records whose every swap is scored in one context (64 records: 2016
+#: swaps); larger sets are searched on the extreme records and a random sample of the
+#: others, a new sample in each context.
 EXHAUSTIVE_RECORDS = 64
-#: Swaps per criterion re-scored on fresh, larger samples before the best is chosen.
+#: Swaps per criterion kept from the contexts for the refinement.
 REFINE_TOP = 3
-#: Successive halving of those: (sample size in units of the scoring samples, pairs kept).
-REFINE_ROUNDS = ((2, 3), (12, 1))
+#: Successive halving of the swaps kept: (sample size in units of the scoring samples,
+#: pairs scored at that size).  The first round scores a fixed number of distinct pairs
+#: (the criteria's best in turn), so that the search's cost is known before it runs.
+REFINE_ROUNDS = ((2, 8), (12, 3))
 
 
 def domain(problem) -> tuple[np.ndarray, np.ndarray]:
@@ -361,6 +400,82 @@ def domain(problem) -> tuple[np.ndarray, np.ndarray]:
     boundary, fill = problem.audit_records()
     records = np.unique(np.vstack([boundary, fill]), axis=0)
     return records, np.unique(np.asarray(fill), axis=0)
+
+
+def extreme_pairs(records: np.ndarray) -> list[tuple[int, int]]:
+    """The swaps of largest separation among ``records`` (rows): for the ℓ1, ℓ2 and ℓ∞
+    distances and for each axis, the first pair ``i < j`` at the maximum; distinct."""
+    x = np.asarray(records, dtype=float)
+    if len(x) < 2:
+        return []
+    diff = np.abs(x[:, None, :] - x[None, :, :])
+    dists = [diff.sum(-1), np.sqrt((diff ** 2).sum(-1)), diff.max(-1)] + [diff[:, :, j] for j in range(x.shape[1])]
+    out = []
+    for D in dists:
+        i, j = np.unravel_index(int(np.argmax(D)), D.shape)
+        p = (int(min(i, j)), int(max(i, j)))
+        if i != j and p not in out:
+            out.append(p)
+    return out
+
+
+def record_classes(records: np.ndarray, fill: np.ndarray) -> dict[str, int]:
+    """Representatives of the classes of declared records, as indices into ``records``: the
+    centre (the fill record nearest the records' centroid), an extreme (the record
+    farthest from it) and the record farthest from that extreme."""
+    x = np.asarray(records, dtype=float)
+    r = np.linalg.norm(x - x.mean(0), axis=1)
+    in_fill = np.array([bool(np.any(np.all(np.isclose(row, fill), axis=1))) for row in x])
+    centre = int(np.argmin(np.where(in_fill, r, np.inf))) if in_fill.any() else int(np.argmin(r))
+    extreme = int(np.argmax(r))
+    far = int(np.argmax(np.linalg.norm(x - x[extreme], axis=1)))
+    return {"centre": centre, "extreme": extreme, "opposite extreme": far}
+
+
+class Context(NamedTuple):
+    """The other records of the data sets searched (``rest``) and which declared records
+    (indices) are swapped in; ``kind`` names how the rest was made."""
+
+    kind: str
+    rest: np.ndarray
+    swapped: np.ndarray
+
+
+def contexts(records: np.ndarray, fill: np.ndarray, size: int, rng: np.random.Generator,
+             random: int = 2, sizes=None) -> list[Context]:
+    """The contexts of a search, their number and sizes known from the records alone.
+
+    * **fills** of the smallest data set (``size`` records): ``size - 1`` copies of one
+      record of each class (:func:`record_classes`: the centre, an extreme, the opposite
+      extreme) and a mixture of the centre and the extreme (half each), with the extreme
+      pairs (:func:`extreme_pairs`) and the class representatives swapped in.  A mechanism
+      whose noise, clipping or branch follows the data meets its extreme data sets here
+      (every record small, every record alike);
+    * ``random`` rests of copies of one or two fill records (the first at ``size``
+      records, the others of a size from ``sizes``), with every declared record swapped in
+      (past :data:`EXHAUSTIVE_RECORDS`: the extreme records and a random sample of the
+      others, that many in all).
+    """
+    k = len(records)
+    classes = record_classes(records, fill)
+    ends = sorted({i for p in extreme_pairs(records) for i in p} | set(classes.values()))
+    c, e = records[classes["centre"]], records[classes["extreme"]]
+    half = (size - 1) // 2
+    out = [Context(f"fill: {size - 1} copies of the {name} record", np.tile(records[i], (size - 1, 1)),
+                   np.array(ends)) for name, i in classes.items()]
+    if half:
+        out.append(Context("fill: mixture of the centre and extreme records",
+                           np.vstack([np.tile(c, (half, 1)), np.tile(e, (size - 1 - half, 1))]), np.array(ends)))
+    others = np.setdiff1d(np.arange(k), ends)
+    for r in range(max(1, random)):
+        rest = _rest(fill, int(size if r == 0 or not sizes else rng.choice(sizes)), rng)
+        if k <= EXHAUSTIVE_RECORDS:
+            swapped = np.arange(k)
+        else:
+            pick = rng.choice(others, max(0, min(len(others), EXHAUSTIVE_RECORDS - len(ends))), replace=False)
+            swapped = np.sort(np.concatenate([ends, pick]).astype(int))
+        out.append(Context("random records", rest, swapped))
+    return out
 
 
 def score_matrix(samples: list[np.ndarray], score: Callable[[np.ndarray, np.ndarray], float]) -> np.ndarray:
@@ -403,60 +518,6 @@ def separations(samples: list[np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
-def ascend(score: Callable[[int, int], float], count: int, rng: np.random.Generator, *, restarts: int = 16,
-           batch: int = 64, prepare: Callable[[np.ndarray], None] | None = None) -> tuple[tuple[int, int], float, int]:
-    """Coordinate ascent with random restarts over the swaps ``{i, j}`` of ``count`` records.
-
-    Each climb starts from a record ``i`` (a different one per restart, in random order)
-    and a random partner ``j``; then ``j`` becomes the best of ``batch`` records drawn at
-    random (every record when ``count <= batch``) with ``i`` fixed, then ``i`` the best
-    with ``j`` fixed, until neither move improves the score; ``restarts`` such climbs.
-    ``score(i, j)`` is symmetric and evaluated once per swap (cached); ``prepare(indices)``
-    is called before a batch is scored (to draw the releases of its records at once).
-    Where every record fits in a batch, each climb scans the whole row of its starting
-    record and ends at a swap that is best in both of its records, as the global maximum
-    is; the maximum is reached as soon as a climb scans the row of one of its records, so
-    ``restarts >= count`` always reaches it, and fewer restarts usually do (tested on 27
-    records: 16 restarts).
-    Returns ``((i, j), score, swaps scored)``.
-    """
-    cache: dict[tuple[int, int], float] = {}
-
-    def s(i, j):
-        key = (min(i, j), max(i, j))
-        if key not in cache:
-            cache[key] = float(score(*key))
-        return cache[key]
-
-    best, best_s = None, -np.inf
-    starts = rng.permutation(count)
-    for r in range(max(1, restarts)):
-        # start from a record not started from yet (all of them, in turn, given enough restarts)
-        i = int(starts[r % count])
-        j = int(rng.choice(np.delete(np.arange(count), i)))
-        if prepare:
-            prepare(np.array([i, j]))
-        cur = s(i, j)
-        improved = True
-        while improved:
-            improved = False
-            for moving in (1, 0):
-                fixed = i if moving else j
-                cand = np.arange(count) if count <= batch else rng.choice(count, batch, replace=False)
-                cand = cand[cand != fixed]
-                if prepare:
-                    prepare(cand)
-                vals = np.array([s(fixed, int(c)) for c in cand])
-                k = int(np.argmax(vals))
-                if vals[k] > cur:
-                    cur = float(vals[k])
-                    i, j = (fixed, int(cand[k])) if moving else (int(cand[k]), fixed)
-                    improved = True
-        if cur > best_s or best is None:
-            best, best_s = (min(i, j), max(i, j)), cur
-    return best, float(best_s), len(cache)
-
-
 def _rest(fill: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
     """``size - 1`` records split between two fill records (at random), sorted."""
     a, b = fill[rng.integers(len(fill), size=2)]
@@ -491,107 +552,135 @@ class SearchResult(NamedTuple):
     details: dict
 
 
+def _sizes(min_size: int) -> list[int]:
+    return [n for n in SIZES if n >= max(min_size, 2)] or [max(min_size, 2)]
+
+
+def search_cost(problem, *, contexts: int = 2, moves: int = 8, score_draws: int = 200, min_size: int = 1) -> int:
+    """Releases :func:`search_pair` draws with these settings on ``problem``'s declared
+    records when the problem accepts every data set (fewer where it rejects some)."""
+    records, fill = domain(problem)
+    plan = contexts_plan(records, fill, min_size, np.random.default_rng(0), contexts)
+    refine = sum(2 * factor * keep for factor, keep in REFINE_ROUNDS)
+    return score_draws * (sum(len(c.swapped) for c in plan) + 2 * moves + refine)
+
+
+def contexts_plan(records, fill, min_size, rng, random) -> list[Context]:
+    sizes = _sizes(min_size)
+    return contexts(records, fill, sizes[0], rng, random=random, sizes=sizes)
+
+
 def search_pair(sample: Callable[[list[np.ndarray], int], list], score: Callable[[np.ndarray, np.ndarray], float],
                 problem, rng: np.random.Generator, *, contexts: int = 2, moves: int = 8, score_draws: int = 200,
-                min_size: int = 1, restarts: int = 16, batch: int = 64) -> SearchResult:
-    """The adjacent pair whose releases look most different, over the declared records.
+                min_size: int = 1) -> SearchResult:
+    """The adjacent pair whose releases look most different, over the declared records and
+    the data sets around them.
 
     ``sample(datasets, size)`` returns ``size`` releases (rows) on each data set of the
     list, or None for a data set the problem rejects; ``score(a, b)`` rates two samples
     (higher: easier to tell apart).
 
-    1. **Every swap.** For each of ``contexts`` random sets of other records (a size from
-       :data:`~kngflow.audit.pairs.SIZES`, copies of one or two fill records),
-       ``score_draws`` releases are drawn on the data set completed by each declared
-       record; every swap of one record for another is then scored from these samples
-       (``k`` records: ``k`` samples, ``k (k - 1) / 2`` swaps).  Past
-       :data:`EXHAUSTIVE_RECORDS` records, :func:`ascend` (coordinate ascent with
-       ``restarts``, batches of ``batch`` records) searches the swaps instead, drawing
-       releases only on the records it visits.
+    1. **Contexts** (:func:`contexts`): the other records of the data set are part of the
+       search.  Fills of the smallest data set the problem allows (copies of the centre,
+       of an extreme, of the opposite extreme, and their mixture), with the extreme pairs
+       and class representatives swapped in; then ``contexts`` random rests with every
+       declared record swapped in (past :data:`EXHAUSTIVE_RECORDS`, the extreme records
+       and a random sample).  In each, ``score_draws`` releases are drawn on the data set
+       completed by each swapped record, and every swap of two of them is scored from
+       these samples, by the predicted bound and by the spread-scaled distances of the
+       mean releases (:func:`separations`).
     2. **The other records.** From the best swap, ``moves`` random changes of the other
        records (their number and which fill records), each scored on fresh samples of the
        pair, the better one kept.
     3. **Refinement.** The :data:`REFINE_TOP` best swaps of step 1 by each criterion (the
-       score, and the spread-scaled distances of the mean releases, :func:`separations`)
-       and the result of step 2 are scored again on fresh samples, by successive halving
-       (:data:`REFINE_ROUNDS`: twice the scoring samples for all of them, twelve times for
-       the best three); the best wins.
+       extreme pairs are a criterion of their own), taken in turn, and the result of step
+       2 are scored again on fresh samples by successive halving (:data:`REFINE_ROUNDS`);
+       the best wins.
 
-    Returns the pair, its refined score and details (swaps scored, records, contexts).
+    Every extreme pair is scored in every fill, before anything is refined, whatever the
+    number of declared records.  Returns the pair, its refined score and details (the data
+    sets and swaps tried, by kind).
     """
     records, fill = domain(problem)
     k = len(records)
-    sizes = [n for n in SIZES if n >= max(min_size, 2)] or [max(min_size, 2)]
+    plan = contexts_plan(records, fill, min_size, rng, contexts)
     found = []  # (criterion, score, rest, i, j)
     scored = 0
-    for c in range(max(1, contexts)):
-        rest = _rest(fill, int(sizes[0] if c == 0 else rng.choice(sizes)), rng)
-        cache: dict[int, np.ndarray | None] = {}
-
-        def prepare(idx, rest=rest, cache=cache):
-            new = [int(i) for i in idx if int(i) not in cache]
-            for i, s in zip(new, sample([np.vstack([rest, records[i]]) for i in new], score_draws)):
-                cache[i] = s
-
-        def pair_score(i, j, cache=cache):
-            a, b = cache[i], cache[j]
-            return -np.inf if a is None or b is None else score(a, b)
-
-        if k <= EXHAUSTIVE_RECORDS:
-            prepare(np.arange(k))
-            samples = [cache[i] for i in range(k)]
-            valid = [x for x in samples if x is not None]
-            if valid:
-                cl = clean(np.vstack(valid))
-                samples = [None if x is None else cl(x) for x in samples]
-            criteria = {"predicted bound": score_matrix(samples, score), **separations(samples)}
-            scored += k * (k - 1) // 2
-            for crit, S in criteria.items():
-                for f in np.argsort(S, axis=None)[::-1][:REFINE_TOP]:
-                    i, j = np.unravel_index(int(f), S.shape)
-                    if np.isfinite(S[i, j]):
-                        found.append((crit, float(S[i, j]), rest, int(i), int(j)))
-        else:
-            (i, j), s, n = ascend(pair_score, k, rng, restarts=restarts, batch=batch, prepare=prepare)
-            scored += n
-            if np.isfinite(s):
-                found.append(("predicted bound", s, rest, i, j))
+    extremes = extreme_pairs(records)
+    for ctx in plan:
+        idx = [int(i) for i in ctx.swapped]
+        samples = sample([np.vstack([ctx.rest, records[i]]) for i in idx], score_draws)
+        valid = [x for x in samples if x is not None]
+        if valid:
+            cl = clean(np.vstack(valid))
+            samples = [None if x is None else cl(x) for x in samples]
+        criteria = {"predicted bound": score_matrix(samples, score), **separations(samples)}
+        scored += len(idx) * (len(idx) - 1) // 2
+        for crit, S in criteria.items():
+            for f in np.argsort(S, axis=None)[::-1][:REFINE_ROUNDS[0][1]]:
+                a, b = np.unravel_index(int(f), S.shape)
+                if np.isfinite(S[a, b]):
+                    found.append((crit, float(S[a, b]), ctx.rest, idx[a], idx[b]))
+        where = {r: k for k, r in enumerate(idx)}
+        for rank, (i, j) in enumerate(extremes):  # candidates for the refinement: l1, l2, linf, the axes
+            if i in where and j in where:
+                a, b = sorted((where[i], where[j]))
+                if np.isfinite(criteria["predicted bound"][a, b]):
+                    found.append(("extreme pair", (-rank, float(criteria["predicted bound"][a, b])), ctx.rest, i, j))
     if not found:
         raise ValueError("no adjacent pair of the declared records gives data sets the problem accepts")
-    # the best few of each criterion over all contexts, distinct
+    # the best few of each criterion over all contexts, the criteria in turn, distinct
+    # (the extreme pairs in their order, each in the context where it scores best)
+    ranked = {crit: sorted((f for f in found if f[0] == crit), key=lambda f: f[1], reverse=True)
+              for crit in dict.fromkeys(c for c, *_ in found)}
     top, keys = [], set()
-    for crit in dict.fromkeys(c for c, *_ in found):
-        for _, s, rest, i, j in sorted((f for f in found if f[0] == crit), key=lambda f: -f[1])[:REFINE_TOP]:
-            p = AdjacentPair(rest, records[i], records[j])
-            if _key(p) not in keys and _key(p.swapped()) not in keys:
-                keys.add(_key(p))
-                top.append((crit, s, p))
-    best = next(p for c, _, p in top if c == "predicted bound")
-    s0 = max(s for c, s, _ in top if c == "predicted bound")
+    for r in range(max(len(fs) for fs in ranked.values())):
+        if len(top) >= REFINE_ROUNDS[0][1] and r >= REFINE_TOP:
+            break
+        for crit, fs in ranked.items():
+            if r < len(fs):
+                _, s, rest, i, j = fs[r]
+                p = AdjacentPair(rest, records[i], records[j])
+                if _key(p) not in keys and _key(p.swapped()) not in keys:
+                    keys.add(_key(p))
+                    top.append((crit, s, p))
+    best_s, best = max(((s, p) for c, s, p in top if c == "predicted bound"), key=lambda t: t[0])
+    top = [(c, s[1] if isinstance(s, tuple) else s, p) for c, s, p in top]
     seen = {_key(best)}
-    for _ in range(moves):
+    tried = 0
+    for _ in range(4 * moves):
+        if tried == moves:
+            break
         new_rest = _rest_move(best.rest, fill, rng, min_size)
         p = AdjacentPair(new_rest, best.record, best.other)
         if _key(p) in seen or len(new_rest) + 1 < min_size:
             continue
         seen.add(_key(p))
+        tried += 1
         a, b = sample(list(p.datasets()), score_draws)
-        scored += 1
         s = -np.inf if a is None or b is None else score(a, b)
-        if s > s0:
-            best, s0 = p, s
-    cands = [p for _, _, p in top]
+        if s > best_s:
+            best, best_s = p, s
+    cands = [p for _, _, p in top][: REFINE_ROUNDS[0][1]]
     if all(_key(best) != _key(p) for p in cands):
-        cands.append(best)
+        cands = cands[: REFINE_ROUNDS[0][1] - 1] + [best]
     rounds = []
     for factor, keep in REFINE_ROUNDS:
+        cands = cands[:keep]
         fresh = sample([d for p in cands for d in p.datasets()], factor * score_draws)
         refined = [-np.inf if a is None or b is None else score(a, b) for a, b in zip(fresh[::2], fresh[1::2])]
         rounds.append([(str(p), float(r)) for p, r in zip(cands, refined)])
-        order = np.argsort(refined)[::-1][:keep]
+        order = np.argsort(refined, kind="stable")[::-1]
         cands, refined = [cands[i] for i in order], [refined[i] for i in order]
-    details = {"records": k, "swaps_scored": scored, "contexts": max(1, contexts),
-               "search": "every swap" if k <= EXHAUSTIVE_RECORDS else "coordinate ascent", "refined": rounds}
+    kinds: dict[str, int] = {}
+    for ctx in plan:
+        kinds[ctx.kind.split(":")[0]] = kinds.get(ctx.kind.split(":")[0], 0) + 1
+    kinds["moves of the other records"] = tried
+    sizes = sorted({len(c.rest) + 1 for c in plan})
+    details = {"records": k, "swaps_scored": scored + tried, "contexts": [c.kind for c in plan],
+               "datasets": kinds, "sizes": sizes, "extreme_pairs": len(extremes),
+               "search": "every swap" if k <= EXHAUSTIVE_RECORDS else "extreme records and a sample",
+               "refined": rounds}
     return SearchResult(cands[0], float(refined[0]), details)
 
 

@@ -94,17 +94,20 @@ class GradientNoise(PrivacyClaim):
 
     ``noise_law(d, epsilon) -> (norm, scale, share)``: the noise's norm name, its scale,
     and the share of ε it spends; ``log_jacobian(data, epsilon)``: log det of the map from
-    the release to the noise (the rest of ε).
+    the release to the noise (the rest of ε); ``gradient(data, theta)``: the loss gradient
+    the noise is added to (what the audit differences between adjacent data sets).
     """
 
     noise_law: Callable | None = None
     log_jacobian: Callable | None = None
     bound: float = 1.0
+    gradient: Callable | None = None
 
     def __post_init__(self):
         super().__post_init__()
-        if not (callable(self.noise_law) and callable(self.log_jacobian)):
-            raise TypeError("GradientNoise claim needs callables noise_law(d, epsilon) and log_jacobian(data, epsilon)")
+        if not (callable(self.noise_law) and callable(self.log_jacobian) and callable(self.gradient)):
+            raise TypeError("GradientNoise claim needs callables noise_law(d, epsilon), log_jacobian(data, epsilon) "
+                            "and gradient(data, theta)")
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from kngflow.noise import knorm_noise
 from kngflow.kernels.optimize import quadratic_l1_ball
 from kngflow.models.linear.problem import (
     LinearStats,
+    gradient,
     gradient_sensitivity,
     hessian_bound,
     loss_sensitivity,
@@ -591,7 +592,8 @@ class ExtendedObjectivePerturbation(_Linear):
 
     def privacy_claim(self) -> GradientNoise:
         """K-norm noise on the gradient (:meth:`noise_law`) and the Jacobian's share (:meth:`log_jacobian`)."""
-        return GradientNoise(noise_law=self.noise_law, log_jacobian=self.log_jacobian, bound=self.bound)
+        return GradientNoise(noise_law=self.noise_law, log_jacobian=self.log_jacobian, bound=self.bound,
+                             gradient=gradient)
 
     def noise_law(self, d: int, epsilon: float) -> tuple[str, float, float]:
         """``(norm, scale, share)`` of the K-norm noise added to the gradient.
