@@ -3,7 +3,9 @@
 The mechanisms target the minimiser of ``J(theta) = (1/n) sum_i l(theta; z_i) + (reg/2)
 ||theta||_2^2`` for a loss ``l`` that a model supplies through the hooks of :class:`_ERM`
 (``check_data``, ``size``, ``lipschitz``, ``smoothness``, ``mean_gradient``, ``finish``,
-``default_radius``; output perturbation also ``minimiser``): the logistic loss
+``default_radius``; output perturbation also ``minimiser``; ``lipschitz_of`` and
+``smoothness_of`` where the bounds depend on public facts of the data, such as its declared
+record domain): the logistic loss
 (:mod:`kngflow.models.logistic.erm`, where the constants are derived) and the squared
 loss on sufficient statistics (:mod:`kngflow.models.linear.erm`).  Adjacency is
 kngflow's: data sets of the same (public) size ``n`` differing in one record.  Here:
@@ -105,6 +107,11 @@ class _ERM(Mechanism):
         a property of the data, such as the Huber hinge's smoothing, overrides it)."""
         return self.smoothness(self.size(data)[1])
 
+    def lipschitz_of(self, data) -> float:
+        """The bound of :meth:`lipschitz` for this data set (a loss whose bound depends on a
+        public property of the data, such as its declared record domain, overrides it)."""
+        return self.lipschitz(self.size(data)[1])
+
     def mean_gradient(self, data, theta: np.ndarray) -> np.ndarray:
         """``(1/n) sum_i grad l(theta; z_i)`` at ``theta`` (d,), or at each row of ``theta`` (k, d)."""
         raise NotImplementedError
@@ -127,7 +134,9 @@ class OutputPerturbation(_ERM):
     """Output perturbation (Chaudhuri, Monteleoni & Sarwate 2011, Algorithm 1; chapter eq. 7.9–7.10).
 
     Release ``theta^ + Z`` with ``theta^`` the minimiser of ``J`` and ``Z`` "gamma noise",
-    density ∝ ``exp(-||z||_2 / s)``, ``s = 2 L (1 + tol) / (n reg eps)``, ``L = sqrt(m)``
+    density ∝ ``exp(-||z||_2 / s)``, ``s = 2 L (1 + tol) / (n reg eps)``, ``L`` the loss's
+    Lipschitz bound for this data set (:meth:`lipschitz_of`; ``sqrt(m)`` for logistic
+    regression on the box, ``R_2 = sup ||x||_2`` over a declared record domain)
     (``||Z||_2 ~ Gamma(m, s)``, uniform direction).
 
     Sensitivity.  For adjacent ``D, D'`` (record ``z`` replaced by ``z'``) write
@@ -162,12 +171,14 @@ class OutputPerturbation(_ERM):
     def options(self) -> dict:
         return {"reg": self.reg, "tol": self.tol}
 
-    def sensitivity(self, n: int, d: int) -> float:
-        """``2 L (1 + tol) / (n reg)``: ℓ2 sensitivity of the computed minimiser."""
-        return 2.0 * self.lipschitz(d) * (1.0 + self.tol) / (n * self.reg)
+    def sensitivity(self, n: int, d: int, lipschitz: float | None = None) -> float:
+        """``2 L (1 + tol) / (n reg)``: ℓ2 sensitivity of the computed minimiser (``L`` =
+        ``lipschitz``, default :meth:`lipschitz` of ``d``)."""
+        L = self.lipschitz(d) if lipschitz is None else lipschitz
+        return 2.0 * L * (1.0 + self.tol) / (n * self.reg)
 
-    def noise_scale(self, n: int, d: int, epsilon: float) -> float:
-        return self.sensitivity(n, d) / epsilon
+    def noise_scale(self, n: int, d: int, epsilon: float, lipschitz: float | None = None) -> float:
+        return self.sensitivity(n, d, lipschitz) / epsilon
 
     # ---------------------------------------------------------------- audit seam
     def privacy_claim(self) -> StatisticNoise:
@@ -186,7 +197,7 @@ class OutputPerturbation(_ERM):
     def statistic_noise(self, data, epsilon: float):
         """``(ℓ2 norm, scale)`` of the gamma noise for this data set's (public) size."""
         n, d = self.size(data)
-        return get_norm("l2"), self.noise_scale(n, d, epsilon)
+        return get_norm("l2"), self.noise_scale(n, d, epsilon, self.lipschitz_of(data))
 
     def minimiser(self, data):
         """``(theta^, iterations, converged)`` (deterministic; a model provides it)."""
@@ -197,7 +208,7 @@ class OutputPerturbation(_ERM):
         epsilon = check_epsilon(epsilon)
         rng = check_rng(rng)
         n, d = self.size(data)
-        scale = self.noise_scale(n, d, epsilon)
+        scale = self.noise_scale(n, d, epsilon, self.lipschitz_of(data))
         if not math.isfinite(scale):  # eps below ~1e-300: a data-independent release is 0-DP
             return _release(np.zeros(d), 0, "none")
         theta, it, _ = self.minimiser(data)
@@ -220,9 +231,10 @@ class OutputPerturbation(_ERM):
         ``(tol L / n + sqrt(d) n u L) / reg`` of ``theta*``; the sums with ``Z`` and the
         dither add ``8 u 2B``.  ``u = 2^-53``.
         """
-        n, d = self.size(self.check_data(data))
-        scale = self.noise_scale(n, d, epsilon)
-        L = self.lipschitz(d)
+        data = self.check_data(data)
+        n, d = self.size(data)
+        L = self.lipschitz_of(data)
+        scale = self.noise_scale(n, d, epsilon, L)
         bound = self.default_radius() + 64.0 * (d + 1) * scale
         eta = (self.tol * L / n + math.sqrt(d) * n * UNIT_ROUNDOFF * L) / self.reg + 16.0 * UNIT_ROUNDOFF * bound
         return lipschitz_hardening(math.sqrt(d) / scale, bound, eta, d, epsilon, site="statistic")
@@ -378,10 +390,12 @@ class NoisyGD(_ERM):
     ``C = {||theta||_2 <= radius}``; release ``theta_T``.  Defaults: ``radius =
     sqrt(2 log 2 / reg)`` (``reg/2 ||theta^||^2 <= J(theta^) <= J(0) = log 2``: the
     minimiser lies in ``C``), ``eta = 1 / (m/4 + reg)`` (``J`` is ``(m/4 + reg)``-smooth:
-    ``l'' <= 1/4``, ``||x||^2 <= m``), ``iterations = 100`` (named so that a spec's ``[sampler] steps`` never sets it).
+    ``l'' <= 1/4``, ``||x||^2 <= m`` on the box; :meth:`smoothness_of` the data set's declared
+    domain in general), ``iterations = 100`` (named so that a spec's ``[sampler] steps`` never sets it).
 
     Sensitivity.  ``grad J = (1/n) sum_i x_i (sigma(x_i'theta) - y_i) + reg theta``;
-    replacing one record moves it by at most ``2L/n``, ``L = sqrt(m)``, at every
+    replacing one record moves it by at most ``2L/n``, ``L = sqrt(m)`` (box; ``R_2`` over a
+    declared record domain, :meth:`lipschitz_of`), at every
     ``theta``; each step is a mechanism of the data given the (public) past iterates, and
     the projection and the release are post-processing.
 
@@ -503,7 +517,7 @@ class NoisyGD(_ERM):
         """Per step: gamma ``(ℓ2 norm, s)``, ``s = 2 L T / (n eps)``; Gaussian ``("gaussian",
         sigma)``.  An unreachable target (data-independent release) has infinite scale."""
         n, d = self.size(data)
-        level = self.noise_level(n, d, epsilon)
+        level = self.noise_level(n, d, epsilon, self.lipschitz_of(data))
         level = math.inf if level is None else level
         return ("gaussian", level) if self.noise == "gaussian" else (get_norm("l2"), level)
 
@@ -517,9 +531,10 @@ class NoisyGD(_ERM):
         z = self.noise_multiplier(epsilon if run_epsilon is None else run_epsilon)
         return 0.0 if z is None else gd_accountant_epsilon(z, self.iterations, self.delta)
 
-    def noise_level(self, n: int, d: int, epsilon: float) -> float | None:
-        """Gamma: scale ``s`` of ``exp(-||z||/s)``; Gaussian: ``sigma``; None: unreachable."""
-        L = self.lipschitz(d)
+    def noise_level(self, n: int, d: int, epsilon: float, lipschitz: float | None = None) -> float | None:
+        """Gamma: scale ``s`` of ``exp(-||z||/s)``; Gaussian: ``sigma``; None: unreachable
+        (``L`` = ``lipschitz``, default :meth:`lipschitz` of ``d``)."""
+        L = self.lipschitz(d) if lipschitz is None else lipschitz
         if self.noise == "gamma":
             s = 2.0 * L * self.iterations / (n * epsilon)
             return s if math.isfinite(s) else None
@@ -541,16 +556,18 @@ class NoisyGD(_ERM):
         coordinate, and the sums with ``reg theta``, ``Z_t`` and the dither, at most
         ``16 u 2B``.  ``u = 2^-53``.
         """
-        n, d = self.size(self.check_data(data))
-        level = self.noise_level(n, d, epsilon)
-        G = self.lipschitz(d) + self.reg * self.radius
+        data = self.check_data(data)
+        n, d = self.size(data)
+        L = self.lipschitz_of(data)
+        level = self.noise_level(n, d, epsilon, L)
+        G = L + self.reg * self.radius
         if level is None:  # the data-independent release: nothing is snapped, any grid will do
             lip, bound = 1.0, G
         elif self.noise == "gamma":
             lip, bound = math.sqrt(d) / level, G + 64.0 * (d + 1) * level
         else:
             lip, bound = gaussian_lipschitz(d, level), G + GAUSS_REACH * level
-        eta = n * UNIT_ROUNDOFF * self.lipschitz(d) + 32.0 * UNIT_ROUNDOFF * bound
+        eta = n * UNIT_ROUNDOFF * L + 32.0 * UNIT_ROUNDOFF * bound
         return lipschitz_hardening(lip, bound, eta, d, epsilon, snaps=self.iterations,
                                    site="statistic")
 
@@ -559,14 +576,15 @@ class NoisyGD(_ERM):
         epsilon = check_epsilon(epsilon)
         rng = check_rng(rng)
         n, d = self.size(data)
-        level = self.noise_level(n, d, epsilon)
+        level = self.noise_level(n, d, epsilon, self.lipschitz_of(data))
         if level is None:
             return _release(np.zeros(d), 0, "none")
         if self.noise == "gamma":
             Z = knorm_noise(rng, "l2", d, level, size=self.iterations)
         else:
             Z = rng.standard_normal((self.iterations, d)) * level
-        eta, reg, R = self.eta(d), self.reg, self.radius
+        eta = self.step_size if self.step_size is not None else 1.0 / self.smoothness_of(data)
+        reg, R = self.reg, self.radius
         h = self.hardening(data, epsilon) if self.hardened else None
         theta = np.zeros(d)
         for t in range(self.iterations):
@@ -725,9 +743,11 @@ class DPSGD(_ERM):
         ea, da = self.accountant_target(epsilon)
         return dpsgd_noise_multiplier(ea, da, q, T)
 
-    def clip_norm(self, d: int) -> float:
-        """``C``: ``clip``, default ``L`` (:meth:`lipschitz`)."""
-        return self.lipschitz(d) if self.clip is None else self.clip
+    def clip_norm(self, d: int, lipschitz: float | None = None) -> float:
+        """``C``: ``clip``, default ``L`` (``lipschitz``, default :meth:`lipschitz` of ``d``)."""
+        if self.clip is not None:
+            return self.clip
+        return self.lipschitz(d) if lipschitz is None else lipschitz
 
     # ---------------------------------------------------------------- audit seam
     #: the step's statistic is a sum over records (the rest cancels in ``S_D - S_D'``)
@@ -754,7 +774,7 @@ class DPSGD(_ERM):
         """``S(theta) = sum_i clip_C(grad l(theta; z_i))`` at each of :meth:`audit_iterates` (rows)."""
         data = self.check_data(data)
         d = self.size(data)[1]
-        C = self.clip_norm(d)
+        C = self.clip_norm(d, self.lipschitz_of(data))
         return np.array([self._clip_sum(self.per_example_gradients(data, w, slice(None)), C)
                          for w in self.audit_iterates(d)])
 
@@ -762,7 +782,7 @@ class DPSGD(_ERM):
         """``("gaussian", z C)`` on the sum (infinite for the data-independent release)."""
         n, d = self.size(data)
         z = self.noise_multiplier(n, epsilon)
-        return "gaussian", (math.inf if z is None else z * self.clip_norm(d))
+        return "gaussian", (math.inf if z is None else z * self.clip_norm(d, self.lipschitz_of(data)))
 
     def statistic_steps(self, n: int) -> int | None:
         """``T`` when ``q = 1``; None for Poisson-subsampled steps (no closed form)."""
@@ -791,9 +811,10 @@ class DPSGD(_ERM):
         at most ``C``, within ``n u n C`` in any order of summation; the sums with the noise
         and the dither add ``16 u 2B``.  ``u = 2^-53``.
         """
-        n, d = self.size(self.check_data(data))
+        data = self.check_data(data)
+        n, d = self.size(data)
         z = self.noise_multiplier(n, epsilon)
-        C = self.clip_norm(d)
+        C = self.clip_norm(d, self.lipschitz_of(data))
         _, T = self.schedule(n)
         sigma = (z if z is not None else 1.0) * C
         bound = n * C + GAUSS_REACH * sigma
@@ -809,7 +830,7 @@ class DPSGD(_ERM):
         z = self.noise_multiplier(n, epsilon)
         if z is None:
             return _release(np.zeros(d), 0, "none")
-        C = self.clip_norm(d)
+        C = self.clip_norm(d, self.lipschitz_of(data))
         lr = self.lr if self.lr is not None else 1.0 / self.smoothness_of(data)
         reg, norm = self.reg, q * n
         h = self.hardening(data, epsilon) if self.hardened else None

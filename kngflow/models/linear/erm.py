@@ -134,10 +134,10 @@ class OutputPerturbation(_SquaredLoss, erm.OutputPerturbation):
     def options(self) -> dict:
         return {"reg": self.reg, "radius": self.radius, "tol": self.tol}
 
-    def sensitivity(self, n: int, d: int) -> float:
+    def sensitivity(self, n: int, d: int, lipschitz: float | None = None) -> float:
         """``min(2 L (1 + tol) / (n reg), 2 radius)``: both minimisers lie in ``C``, whose
         diameter caps the strong-convexity bound (the cap binds while ``n reg < L``)."""
-        return min(super().sensitivity(n, d), 2.0 * self.radius)
+        return min(super().sensitivity(n, d, lipschitz), 2.0 * self.radius)
 
     def minimiser(self, data):
         """``(theta^, 1, True)``: the exact constrained minimiser (deterministic)."""

@@ -17,15 +17,19 @@ Constants (derived here, data independent)
 As a function of ``t = x'theta`` the loss is ``l(t) = log(1 + e^t) - y t`` — the
 chapter's ``log(1 + e^{-y~ t})`` with ``y~ = 2y - 1`` — with ``l'(t) = sigma(t) - y`` in
 ``(-1, 1)`` and ``l''(t) = sigma(t)(1 - sigma(t))`` in ``(0, 1/4]``
-(:data:`LOSS_LIPSCHITZ`, :data:`LOSS_CURVATURE`).  Our records have ``x`` in
-``[-1, 1]^m``, so ``||x||_2 <= sqrt(m)``, not 1: ``theta -> l`` is ``L``-Lipschitz
-(``||grad l|| = |sigma - y| ||x|| < sqrt(m)``) with ``L = sqrt(m)``, and ``J`` is
-``(m/4 + reg)``-smooth and ``reg``-strongly convex.  Output perturbation and the
-gradient methods carry ``L = sqrt(m)``; objective perturbation runs Chaudhuri et al.'s
-algorithm verbatim on the rescaled records ``x~ = x / sqrt(m)`` (``||x~|| <= 1``,
-public map) with ``theta~ = sqrt(m) theta`` (``x~'theta~ = x'theta``) and
-``reg~ = reg / m`` (``reg/2 ||theta||^2 = reg~/2 ||theta~||^2``): the same ``J``, so
-every mechanism estimates the same regularised MLE.
+(:data:`LOSS_LIPSCHITZ`, :data:`LOSS_CURVATURE`).  Our records have ``x`` in a declared
+ball (:mod:`kngflow.models.logistic.problem`), so ``||x||_2 <= R_2 = sup ||x||_2`` over it:
+``sqrt(m)`` for the default box ``[-1, 1]^m``, ``r`` for an ℓ1 or ℓ2 ball of radius ``r``.
+``theta -> l`` is ``L``-Lipschitz (``||grad l|| = |sigma - y| ||x|| < R_2``) with
+``L = R_2`` (:func:`lipschitz`), and ``J`` is ``(R_2^2/4 + reg)``-smooth and
+``reg``-strongly convex.  Output perturbation and the gradient methods carry ``L = R_2``
+(``sqrt(m)`` for the box); objective perturbation runs Chaudhuri et al.'s
+algorithm verbatim on the rescaled records ``x~ = x / R_2`` (``||x~|| <= 1``,
+public map) with ``theta~ = R_2 theta`` (``x~'theta~ = x'theta``) and
+``reg~ = reg / R_2^2`` (``reg/2 ||theta||^2 = reg~/2 ||theta~||^2``): the same ``J``, so
+every mechanism estimates the same regularised MLE.  The mechanisms read the domain from
+the data (:class:`~kngflow.models.logistic.problem.LogisticData`'s ``data_norm`` and
+``radius``, public); the box's constants are the ``m``-only defaults below.
 
 Default ``reg = 0.01`` (:data:`DEFAULT_REG`).  In Algorithm 3's design (``m = 7``,
 ``x ~ U[-1, 1]^7``) the per-record Fisher information is about ``0.065 I``, so the
@@ -56,7 +60,8 @@ from kngflow.mechanisms.erm import (DEFAULT_REG, _ERM, _release, audit_iterates,
                                     poisson_sample, printed_gd_sigma)
 from kngflow.models.logistic.mechanisms import (certified_minimiser, check_logistic_data, objective_hardening,
                                                 perturbed_log_density)
-from kngflow.models.logistic.problem import perturbed_minimiser
+from kngflow.models.logistic.problem import BOX, perturbed_minimiser
+from kngflow.problems.domains import RecordDomain
 from kngflow.noise import knorm_noise
 
 __all__ = [
@@ -68,6 +73,7 @@ __all__ = [
     "LOSS_LIPSCHITZ",
     "LOSS_CURVATURE",
     "lipschitz",
+    "squared_lipschitz",
     "regularised_minimiser",
     "chaudhuri_constants",
     "gaussian_gd_noise_multiplier",
@@ -83,9 +89,17 @@ LOSS_LIPSCHITZ = 1.0
 LOSS_CURVATURE = 0.25
 
 
-def lipschitz(m: int) -> float:
-    """``L = sqrt(m) = sup ||x||_2`` over ``[-1, 1]^m``: the Lipschitz constant of ``l``."""
-    return math.sqrt(m)
+def lipschitz(m: int, domain: RecordDomain = BOX) -> float:
+    """``L = R_2 = sup ||x||_2`` over the record ``domain``: the Lipschitz constant of ``l``
+    (``sqrt(m)`` over the default box ``[-1, 1]^m``, ``r`` over an ℓ1 or ℓ2 ball)."""
+    if domain == BOX:
+        return math.sqrt(m)
+    return domain.reach("l2", m)
+
+
+def squared_lipschitz(m: int, domain: RecordDomain = BOX) -> float:
+    """``L^2 = R_2^2``: ``m`` for the box (exact), ``r^2`` for an ℓ1 or ℓ2 ball."""
+    return domain.squared_l2_reach(m)
 
 
 def regularised_minimiser(data, reg: float, *, tol: float = 1e-9, max_iter: int = 100):
@@ -93,7 +107,7 @@ def regularised_minimiser(data, reg: float, *, tol: float = 1e-9, max_iter: int 
     ``||grad J(theta)||_2 <= tol L / n`` when converged, so ``theta`` is within
     ``tol L / (n reg)`` of the exact minimiser."""
     n, d = data.X.shape
-    return perturbed_minimiser(data.X, data.y, n * reg, np.zeros(d), tol * lipschitz(d), max_iter)
+    return perturbed_minimiser(data.X, data.y, n * reg, np.zeros(d), tol * lipschitz(d, data.domain), max_iter)
 
 
 
@@ -108,12 +122,20 @@ class _LogisticLoss:
         return data.X.shape
 
     def lipschitz(self, d: int) -> float:
-        """``L``: a bound on one record's loss gradient ``||grad l(theta; z)||_2`` where it is used."""
+        """``L``: a bound on one record's loss gradient ``||grad l(theta; z)||_2`` over the box."""
         return lipschitz(d)
 
+    def lipschitz_of(self, data) -> float:
+        """``L = R_2`` over the data's declared record domain."""
+        return lipschitz(data.X.shape[1], data.domain)
+
     def smoothness(self, d: int) -> float:
-        """A bound on the largest eigenvalue of ``hess J``: ``m/4 + reg``."""
+        """A bound on the largest eigenvalue of ``hess J`` over the box: ``m/4 + reg``."""
         return d / 4.0 + self.reg
+
+    def smoothness_of(self, data) -> float:
+        """``R_2^2 / 4 + reg`` over the data's declared record domain (``m/4 + reg`` for the box)."""
+        return squared_lipschitz(data.X.shape[1], data.domain) / 4.0 + self.reg
 
     def mean_gradient(self, data, theta: np.ndarray) -> np.ndarray:
         """``(1/n) sum_i grad l(theta; z_i)`` at ``theta`` (d,), or at each row of ``theta`` (k, d)."""
@@ -154,18 +176,18 @@ def chaudhuri_constants(epsilon: float, n: int, reg: float, c: float = LOSS_CURV
 class ObjectivePerturbationChaudhuri(_LogisticLoss, _ERM):
     """Objective perturbation, Chaudhuri, Monteleoni & Sarwate 2011, Algorithm 2 (ℓ2 noise).
 
-    On the rescaled records ``x~ = x / sqrt(m)`` (``||x~||_2 <= 1``; ``theta~ = sqrt(m) theta``,
-    ``reg~ = reg / m``, see the module docstring), with ``c = 1/4``:
+    On the rescaled records ``x~ = x / R_2`` (``||x~||_2 <= 1``; ``theta~ = R_2 theta``,
+    ``reg~ = reg / R_2^2``, see the module docstring; ``R_2 = sqrt(m)`` for the box), with ``c = 1/4``:
 
     1. ``eps' = eps - log(1 + 2c/(n reg~) + c^2/(n reg~)^2)``;
     2. if ``eps' > 0``: ``Delta = 0``; else ``Delta = c/(n(e^{eps/4} - 1)) - reg~``,
        ``eps' = eps/2``;
     3. ``b`` with density ∝ ``exp(-(eps'/2) ||b||_2)``;
     4. ``theta~ = argmin J~(theta~) + b'theta~ / n + Delta/2 ||theta~||^2``; release
-       ``theta = theta~ / sqrt(m)``.
+       ``theta = theta~ / R_2``.
 
-    In the original coordinates step 4 minimises ``n J(theta) + n m Delta/2 ||theta||^2 +
-    V'theta`` with ``V = sqrt(m) b``, ``V ∝ exp(-eps' ||V|| / (2 sqrt(m)))``.  When
+    In the original coordinates step 4 minimises ``n J(theta) + n R_2^2 Delta/2 ||theta||^2 +
+    V'theta`` with ``V = R_2 b``, ``V ∝ exp(-eps' ||V|| / (2 R_2))``.  When
     ``eps' <= 0``, ``Delta > reg~`` (``eps <= 2 log(1 + c/(n reg~))`` gives
     ``e^{eps/4} - 1 < c/(2 n reg~)``) and the total ridge ``c/(n(e^{eps/4} - 1))`` makes
     the log term exactly ``eps/2``.
@@ -174,7 +196,8 @@ class ObjectivePerturbationChaudhuri(_LogisticLoss, _ERM):
     convex and twice differentiable; ``l`` is convex and twice differentiable in ``t``
     with ``|l'| < 1 = LOSS_LIPSCHITZ`` and ``0 < l'' <= 1/4 = LOSS_CURVATURE`` (derived in
     the module docstring, checked numerically in the tests); ``||x~||_2 <= 1`` follows
-    from ``|x_ij| <= 1``, which :func:`check_logistic_data` enforces.  Privacy is that
+    from the declared record domain (``|x_ij| <= 1`` for the box), which
+    :func:`check_logistic_data` enforces.  Privacy is that
     of the exact minimiser (the proof is a change of variables ``b(theta~)``); Newton
     stops at ``||grad|| <= tol (n + ||V||)`` (sum scale), within ``tol (n + ||V||) / (n
     (reg + m Delta))`` of it: a data-dependent perturbation not covered by the proof,
@@ -192,9 +215,18 @@ class ObjectivePerturbationChaudhuri(_LogisticLoss, _ERM):
     def options(self) -> dict:
         return {"reg": self.reg}
 
-    def constants(self, n: int, d: int, epsilon: float) -> tuple[float, float]:
-        """``(eps', Delta)`` of Algorithm 2 on the rescaled problem (``reg~ = reg/m``)."""
-        return chaudhuri_constants(epsilon, n, self.reg / d)
+    def constants(self, n: int, d: int, epsilon: float, domain: RecordDomain = BOX) -> tuple[float, float]:
+        """``(eps', Delta)`` of Algorithm 2 on the rescaled problem (``reg~ = reg / R_2^2``,
+        ``reg / m`` for the box)."""
+        return chaudhuri_constants(epsilon, n, self.reg / squared_lipschitz(d, domain))
+
+    def law(self, data, epsilon: float) -> tuple[float, float]:
+        """``(scale, gamma)``: ``V ∝ exp(-||V||_2 / scale)``, ``scale = 2 R_2 / eps'``, and the
+        ridge ``gamma = n (reg + R_2^2 Delta)`` of the minimised objective."""
+        n, d = data.X.shape
+        domain = data.domain
+        eps_p, delta_reg = self.constants(n, d, epsilon, domain)
+        return 2.0 * lipschitz(d, domain) / eps_p, n * (self.reg + squared_lipschitz(d, domain) * delta_reg)
 
     # ---------------------------------------------------------------- audit seam
     #: ``log_density`` is exact up to the noise's normaliser (which depends only on the
@@ -206,13 +238,12 @@ class ObjectivePerturbationChaudhuri(_LogisticLoss, _ERM):
         return Density(log_density=self.log_density, parameter_box=self.parameter_box, normalised=True)
 
     def log_density(self, data, epsilon, theta):
-        """Log density of the release at ``theta``: the release minimises ``n J + n m Delta/2
-        |.|^2 + V'.`` with ``V ∝ exp(-eps' ||V||_2 / (2 sqrt(m)))``, a change of variables
+        """Log density of the release at ``theta``: the release minimises ``n J + n R_2^2 Delta/2
+        |.|^2 + V'.`` with ``V ∝ exp(-eps' ||V||_2 / (2 R_2))``, a change of variables
         (:func:`~kngflow.models.logistic.mechanisms.perturbed_log_density`)."""
         data = self.check_data(data)
-        n, d = data.X.shape
-        eps_p, delta_reg = self.constants(n, d, check_epsilon(epsilon))
-        return perturbed_log_density(data, theta, n * (self.reg + d * delta_reg), 2.0 * lipschitz(d) / eps_p, "l2")
+        scale, gamma = self.law(data, check_epsilon(epsilon))
+        return perturbed_log_density(data, theta, gamma, scale, "l2")
 
     def parameter_box(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """A box for exact audits (the release lives on ``R^m``; see objective_ext's)."""
@@ -223,9 +254,7 @@ class ObjectivePerturbationChaudhuri(_LogisticLoss, _ERM):
         epsilon = check_epsilon(epsilon)
         rng = check_rng(rng)
         n, d = data.X.shape
-        eps_p, delta_reg = self.constants(n, d, epsilon)
-        scale = 2.0 * lipschitz(d) / eps_p  # V = sqrt(m) b, b ∝ exp(-(eps'/2)||b||)
-        gamma = n * (self.reg + d * delta_reg)
+        scale, gamma = self.law(data, epsilon)  # V = R_2 b, b ∝ exp(-(eps'/2)||b||)
         if not (math.isfinite(scale) and math.isfinite(gamma)):  # eps ~ 1e-300: 0-DP fallback
             return _release(np.zeros(d), 0, "none")
         V = knorm_noise(rng, "l2", d, scale)
@@ -240,16 +269,18 @@ class ObjectivePerturbationChaudhuri(_LogisticLoss, _ERM):
 
     def hardening(self, data, epsilon) -> Hardening:
         """:func:`~kngflow.models.logistic.mechanisms.objective_hardening` with Algorithm 2's
-        ridge ``n (reg + m Delta)`` and ℓ2 noise of scale ``2 L / eps'``."""
-        n, d = self.check_data(data).X.shape
-        eps_p, delta_reg = self.constants(n, d, epsilon)
-        return objective_hardening(n, d, n * (self.reg + d * delta_reg), 2.0 * lipschitz(d) / eps_p, "l2", epsilon)
+        ridge ``n (reg + R_2^2 Delta)`` and ℓ2 noise of scale ``2 L / eps'``."""
+        data = self.check_data(data)
+        n, d = data.X.shape
+        scale, gamma = self.law(data, epsilon)
+        return objective_hardening(n, d, gamma, scale, "l2", epsilon, data.domain)
 
 
 class DPSGD(_LogisticLoss, erm.DPSGD):
     """DP-SGD (:class:`kngflow.mechanisms.erm.DPSGD`) for the logistic loss: per-example
-    gradients ``x_i (sigma(x_i'theta) - y_i)``, clipped to ``C`` (default ``L = sqrt(m)``, which
-    bounds every one of them: no clipping bias), default ``lr = 1 / (m/4 + reg)``.  At the
+    gradients ``x_i (sigma(x_i'theta) - y_i)``, clipped to ``C`` (default ``L = R_2``, ``sqrt(m)``
+    for the box, which bounds every one of them: no clipping bias), default
+    ``lr = 1 / (R_2^2/4 + reg)``.  At the
     audited iterates of radius :data:`~kngflow.mechanisms.erm.DPSGD_AUDIT_RADIUS`
     ``sigma(-40) ~ 4e-18``: the per-example gradients there are at their limits
     ``x (1{x'theta > 0} - y)``.

@@ -18,6 +18,7 @@ from scipy.special import expit
 from kngflow._jit import jit
 from kngflow.noise import knorm_noise
 from kngflow.models.logistic.problem import (
+    BOX,
     LogisticData,
     gradient_sensitivity,
     hessian_bound,
@@ -32,11 +33,13 @@ from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, che
 from kngflow.mechanisms.claims import Density
 from kngflow.mechanisms.generic import NORMS, GenericKNG, NonPrivateBase
 from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, knorm_lipschitz, lipschitz_hardening, snap
+from kngflow.problems.domains import RecordDomain, record_domain
 
 __all__ = ["NonPrivate", "KNG", "ExtendedObjectivePerturbation", "ObjectivePerturbation", "check_logistic_data",
            "perturbed_log_density", "objective_hardening", "certified_minimiser", "OBJECTIVE_BOUND"]
 
-#: public clamp of hardened objective-perturbation releases (covariates lie in [-1, 1])
+#: public clamp of hardened objective-perturbation releases for covariates with ``|x_ij| <= 1``
+#: (over a record domain of radius ``r``: ``OBJECTIVE_BOUND / r``, coefficients scaling as ``1/x``)
 OBJECTIVE_BOUND = 64.0
 #: a hardened objective-perturbation release is certified in double-double within
 #: 2^-OBJECTIVE_ETA_BITS of its grid
@@ -45,25 +48,31 @@ OBJECTIVE_ETA_BITS = 32
 _SIGMA2 = 1.0 / (6.0 * math.sqrt(3.0))
 
 
-def objective_hardening(n: int, m: int, gamma: float, scale: float, norm: str, epsilon: float) -> Hardening:
+def objective_hardening(n: int, m: int, gamma: float, scale: float, norm: str, epsilon: float,
+                        domain: RecordDomain = BOX) -> Hardening:
     """Lipschitz route for the minimiser of ``l_n + gamma/2 |theta|^2 + V'theta``,
     ``V ∝ exp(-||V||_K / scale)`` (objective perturbation; :mod:`kngflow.mechanisms.hardening`).
 
     Its log density is ``-||V(theta)||_K / scale + log det H(theta)`` with
     ``V(theta) = -(grad l_n + gamma theta)`` and ``H = hess l_n + gamma I``
     (:func:`perturbed_log_density`).  Along ``theta + t v`` with ``||v||_∞ = 1``: the first
-    term moves at rate at most ``||H v||_K / scale <= ||1||_K (n m / 4 + gamma) / scale``
-    (a row of ``hess l_n`` sums ``n`` terms ``sigma' |x_ij| ||x_i||_1 <= m / 4``); the second
-    at rate ``|sum_i sigma''(x_i'theta) (x_i'v) x_i'H^-1 x_i| <= n (1 / (6 sqrt 3)) m (m / gamma)``.
-    ``L`` is their sum.  Clamp :data:`OBJECTIVE_BOUND`.  Rounding: the release is carried
+    term moves at rate at most ``||H v||_K / scale <= ||1||_K (n R_∞ R_1 / 4 + gamma) / scale``
+    (a row of ``hess l_n`` sums ``n`` terms ``sigma' |x_ij| |x_i'v| <= R_∞ R_1 / 4``, with
+    ``R_K = sup ||x||_K`` over the record ``domain``: ``R_∞ R_1 = m`` for the box); the second
+    at rate ``|sum_i sigma''(x_i'theta) (x_i'v) x_i'H^-1 x_i| <= n (1 / (6 sqrt 3)) R_1 (R_2^2 / gamma)``
+    (``m^2 / gamma`` for the box).
+    ``L`` is their sum.  Clamp :data:`OBJECTIVE_BOUND` over the domain's radius.  Rounding: the release is carried
     in double-double and snapped from it (``site = "sampler"``); :func:`certified_minimiser`
     certifies ``||theta - theta*||_2 <= η / 2`` with ``η = Λ 2^-OBJECTIVE_ETA_BITS``, and the
     snapping's own rounding (``u Λ + 2 u^2 |theta|``) is below the other half.  So
     ``ε′ - ε`` is about ``4 m 2^-32`` whatever ``n`` is, and the grid stays at ``2^-10`` of
     the density's scale ``1/L`` at every ``n`` up to 10^7.
     """
-    lip = knorm_lipschitz(norm, m, scale) * (n * m / 4.0 + gamma) + _SIGMA2 * n * m * m / gamma
-    return lipschitz_hardening(lip, OBJECTIVE_BOUND, 0.0, m, epsilon, site="sampler", eta_bits=OBJECTIVE_ETA_BITS)
+    r1 = domain.reach("l1", m)
+    lip = (knorm_lipschitz(norm, m, scale) * (n * (domain.reach("linf", m) * r1) / 4.0 + gamma)
+           + _SIGMA2 * n * r1 * domain.squared_l2_reach(m) / gamma)
+    return lipschitz_hardening(lip, OBJECTIVE_BOUND / domain.radius, 0.0, m, epsilon, site="sampler",
+                               eta_bits=OBJECTIVE_ETA_BITS)
 
 
 def certified_minimiser(X, y, gamma, V, max_iter, eta) -> tuple[np.ndarray, np.ndarray, int]:
@@ -111,7 +120,8 @@ _ORD = {"l1": 1, "l2": 2, "linf": np.inf}
 
 
 def check_logistic_data(data) -> LogisticData:
-    """Validate :class:`LogisticData`: shapes, ``|x| <= 1``, ``y`` in ``{0, 1}``."""
+    """Validate :class:`LogisticData`: shapes, rows of ``X`` in the declared record domain
+    (default ``|x_ij| <= 1``), ``y`` in ``{0, 1}``."""
     if not isinstance(data, LogisticData):
         raise TypeError(f"data must be a kngflow.models.logistic.problem.LogisticData, got {type(data).__name__}")
     X, y = data.X, data.y
@@ -121,9 +131,20 @@ def check_logistic_data(data) -> LogisticData:
         raise ValueError("data must hold at least one record")
     if not (isinstance(y, np.ndarray) and y.shape == (X.shape[0],) and y.dtype == np.float64):
         raise ValueError(f"data.y must be a float64 array of length n={X.shape[0]}")
-    # min/max allocate nothing (np.abs(X) would copy the data) and propagate NaN
-    if not (X.min() >= -1.0 and X.max() <= 1.0 and np.all((y == 0.0) | (y == 1.0))):
-        raise ValueError("data.X must be finite and in [-1, 1], data.y in {0, 1}")
+    domain = data.domain
+    if domain == BOX:
+        # min/max allocate nothing (np.abs(X) would copy the data) and propagate NaN
+        if not (X.min() >= -1.0 and X.max() <= 1.0 and np.all((y == 0.0) | (y == 1.0))):
+            raise ValueError("data.X must be finite and in [-1, 1], data.y in {0, 1}")
+        return data
+    try:
+        domain = record_domain(domain.data_norm, domain.radius)
+    except ValueError as exc:
+        raise ValueError(f"data.{exc}") from None
+    if not domain.contains(X):
+        raise ValueError(f"data.X: {domain.violation(X)}")
+    if not np.all((y == 0.0) | (y == 1.0)):
+        raise ValueError("data.y must hold only 0 and 1")
     return data
 
 
@@ -152,7 +173,9 @@ class KNG(GenericKNG):
 
         f(beta) ∝ exp(-eps/(2 Delta_K) ||sum_i x_i (sigma(x_i' beta) - y_i)||_K),
 
-    ``Delta_K = 2 sup{||x||_K : x in [-1, 1]^m}``.  ε-DP by the exponential mechanism:
+    ``Delta_K = 2 sup{||x||_K : x in the record domain}`` (``2 sup`` over ``[-1, 1]^m`` by
+    default; :func:`~kngflow.models.logistic.problem.gradient_sensitivity`, from the data's
+    declared domain).  ε-DP by the exponential mechanism:
     the utility ``-||grad l_n||_K`` has sensitivity ``Delta_K`` for every ``beta``.
     The chain starts at 0, data independent.
 
@@ -178,7 +201,7 @@ class KNG(GenericKNG):
 
     Hardened (``hardened=True``): the map frozen at the minimiser proposes, the exact
     density accepts, and the final state is certified in double-double and snapped on a
-    grid of at most ``1/16`` of the public spread ``1/(a n m / 4)``
+    grid of at most ``1/16`` of the public spread ``1/(a n lambda)``, ``lambda = R_2^2 / 4``
     (:meth:`~kngflow.mechanisms.generic.GenericKNG.release_gradient_map_hardened`,
     :meth:`hessian_norm_bound`).
 
@@ -218,12 +241,14 @@ class KNG(GenericKNG):
         return (data.X, data.y)
 
     def sensitivity(self, data) -> float:
-        return gradient_sensitivity(self.norm, data.d)
+        """``Delta_K = 2 R_K`` over the data's declared record domain."""
+        return gradient_sensitivity(self.norm, data.d, data.domain)
 
     def hessian_norm_bound(self, data) -> float:
-        """``n m / 4``: each record's Hessian ``sigma' x x'`` has eigenvalues at most
-        ``||x||_2^2 / 4 <= m / 4`` (:func:`~kngflow.models.logistic.problem.hessian_bound`)."""
-        return data.n * hessian_bound(data.d)
+        """``n R_2^2 / 4``: each record's Hessian ``sigma' x x'`` has eigenvalues at most
+        ``||x||_2^2 / 4 <= R_2^2 / 4`` (``m / 4`` for the box;
+        :func:`~kngflow.models.logistic.problem.hessian_bound`)."""
+        return data.n * hessian_bound(data.d, data.domain)
 
     def parameter_box(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """A box holding ``Theta`` (for exact audits on a grid)."""
@@ -258,11 +283,12 @@ class ExtendedObjectivePerturbation(Mechanism):
     Draw ``V`` with density ∝ ``exp(-(eps q / Delta_K) ||V||_K)`` and release
 
         theta = argmin_{theta in R^m}  l_n(theta) + (gamma / 2) theta'theta + V'theta,
-        gamma = lambda / (exp(eps (1 - q)) - 1),   lambda = m / 4,
+        gamma = lambda / (exp(eps (1 - q)) - 1),   lambda = R_2^2 / 4,
 
-    (the paper's objective times n, which does not move the argmin; ``r = 0``).
-    ``Delta_K = 2 sup ||x||_K`` bounds ``||grad l(theta; x) - grad l(theta; x')||_K`` for
-    every ``theta`` in ``R^m`` and ``lambda`` every eigenvalue of one record's Hessian
+    (the paper's objective times n, which does not move the argmin; ``r = 0``;
+    ``lambda = m / 4`` for the box, ``r^2 / 4`` for an ℓ1 or ℓ2 ball of radius ``r``).
+    ``Delta_K = 2 sup ||x||_K`` (over the data's declared record domain) bounds
+    ``||grad l(theta; x) - grad l(theta; x')||_K`` for every ``theta`` in ``R^m`` and ``lambda`` every eigenvalue of one record's Hessian
     (:mod:`kngflow.models.logistic.problem`).  Privacy (Kifer et al. 2012; Awan & Slavković
     Theorem 5.1): the map ``theta -> V = -(grad l_n(theta) + gamma theta)`` is a bijection
     of ``R^m`` (the objective is ``gamma``-strongly convex), so ``theta`` has density
@@ -305,16 +331,17 @@ class ExtendedObjectivePerturbation(Mechanism):
     def check_data(self, data):
         return check_logistic_data(data)
 
-    def sensitivity(self, d: int) -> float:
-        return gradient_sensitivity(self.norm, d)
+    def sensitivity(self, d: int, domain: RecordDomain = BOX) -> float:
+        """``Delta_K = 2 R_K`` over the record ``domain`` (default the box)."""
+        return gradient_sensitivity(self.norm, d, domain)
 
-    def noise_scale(self, d: int, epsilon: float) -> float:
+    def noise_scale(self, d: int, epsilon: float, domain: RecordDomain = BOX) -> float:
         """``Delta_K / (eps q)``: ``V`` has density ∝ ``exp(-||V||_K / scale)``."""
-        return self.sensitivity(d) / (epsilon * self.q)
+        return self.sensitivity(d, domain) / (epsilon * self.q)
 
-    def gamma(self, d: int, epsilon: float) -> float:
-        """``lambda / (exp(eps (1 - q)) - 1)``, with ``eps (1 - q)`` capped at 30."""
-        return hessian_bound(d) / np.expm1(min(epsilon * (1.0 - self.q), 30.0))
+    def gamma(self, d: int, epsilon: float, domain: RecordDomain = BOX) -> float:
+        """``lambda / (exp(eps (1 - q)) - 1)``, ``lambda = R_2^2 / 4``, with ``eps (1 - q)`` capped at 30."""
+        return hessian_bound(d, domain) / np.expm1(min(epsilon * (1.0 - self.q), 30.0))
 
     def solve(self, data, V, gamma) -> tuple[np.ndarray, int]:
         """``argmin l_n + gamma/2 |theta|^2 + V'theta`` (:func:`perturbed_minimiser`, from 0)."""
@@ -326,20 +353,22 @@ class ExtendedObjectivePerturbation(Mechanism):
         data = self.check_data(data)
         epsilon = check_epsilon(epsilon)
         rng = check_rng(rng)
-        d = data.d
-        V = knorm_noise(rng, self.norm, d, self.noise_scale(d, epsilon))
+        d, domain = data.d, data.domain
+        V = knorm_noise(rng, self.norm, d, self.noise_scale(d, epsilon, domain))
         if self.hardened:
             h = self.hardening(data, epsilon)
-            hi, lo, it = certified_minimiser(data.X, data.y, self.gamma(d, epsilon), V, self.max_iter, h.eta)
+            hi, lo, it = certified_minimiser(data.X, data.y, self.gamma(d, epsilon, domain), V, self.max_iter, h.eta)
             theta = snap(hi, h, rng, lo)
         else:
-            theta, it = self.solve(data, V, self.gamma(d, epsilon))
+            theta, it = self.solve(data, V, self.gamma(d, epsilon, domain))
         return Release(theta, {"sampler": "exact", "acceptance": 1.0, "steps": int(it)})
 
     def hardening(self, data, epsilon) -> Hardening:
         """:func:`objective_hardening` with this mechanism's ``gamma``, noise scale and norm."""
-        n, m = self.check_data(data).X.shape
-        return objective_hardening(n, m, self.gamma(m, epsilon), self.noise_scale(m, epsilon), self.norm, epsilon)
+        data = self.check_data(data)
+        (n, m), domain = data.X.shape, data.domain
+        return objective_hardening(n, m, self.gamma(m, epsilon, domain), self.noise_scale(m, epsilon, domain),
+                                   self.norm, epsilon, domain)
 
     #: ``log_density`` is the log density of the release up to a data-independent constant
     #: (the K-norm normaliser): exact audits compare it pointwise, no grid normalisation.
@@ -360,8 +389,8 @@ class ExtendedObjectivePerturbation(Mechanism):
         (see the class docstring): ``-||V(theta)||_K / scale + log det H(theta)``."""
         data = self.check_data(data)
         epsilon = check_epsilon(epsilon)
-        return perturbed_log_density(data, theta, self.gamma(data.d, epsilon), self.noise_scale(data.d, epsilon),
-                                     self.norm)
+        return perturbed_log_density(data, theta, self.gamma(data.d, epsilon, data.domain),
+                                     self.noise_scale(data.d, epsilon, data.domain), self.norm)
 
     def parameter_box(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """A box for exact audits on a grid.  The release lives on all of ``R^m`` and its
@@ -395,7 +424,9 @@ class ObjectivePerturbation(ExtendedObjectivePerturbation):
     def __repr__(self) -> str:
         return f"ObjectivePerturbation(gamma_rule={self.gamma_rule!r})"
 
-    def gamma(self, d: int, epsilon: float) -> float:
+    def gamma(self, d: int, epsilon: float, domain: RecordDomain = BOX) -> float:
+        """``2 lambda / eps`` (``"kifer"``) or the parent's (``"reduced"``), ``lambda = R_2^2 / 4``."""
         if self.gamma_rule == "reduced":
-            return super().gamma(d, epsilon)
-        return max(2.0 * hessian_bound(d) / epsilon, hessian_bound(d) / np.expm1(30.0))
+            return super().gamma(d, epsilon, domain)
+        lam = hessian_bound(d, domain)
+        return max(2.0 * lam / epsilon, lam / np.expm1(30.0))

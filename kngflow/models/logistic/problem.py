@@ -2,8 +2,8 @@
 
 Model
 -----
-Records ``(x_i, y_i)`` with ``x_i`` in ``[-1, 1]^m`` (no intercept column: Algorithm 3
-draws every ``X_ij ~ U[-1, 1]``) and ``y_i`` in ``{0, 1}``;
+Records ``(x_i, y_i)`` with ``x_i`` in a declared public ball of ``R^m`` (no intercept
+column: Algorithm 3 draws every ``X_ij ~ U[-1, 1]``) and ``y_i`` in ``{0, 1}``;
 ``P(y_i = 1) = sigma(x_i' beta)``, ``sigma(t) = 1 / (1 + e^-t)``.  The loss and its
 gradient are
 
@@ -12,18 +12,34 @@ gradient are
 
 There are no sufficient statistics; the data are kept (one ``n x m`` array).
 
+Record domain
+-------------
+The covariates lie in ``{||x||_D <= r}`` (:class:`~kngflow.problems.domains.RecordDomain`;
+the problem's options ``data_norm`` = ``D`` in {"l1", "l2", "linf"} and ``radius`` = ``r``).
+The default, ``data_norm = "linf"``, ``radius = 1``, is the box ``[-1, 1]^m`` of Algorithm 3;
+``"l2"`` declares rows in a Euclidean ball (e.g. rows normalised to ``||x||_2 <= 1``).
+Every constant below is a supremum of a norm of ``x`` over the ball, written with
+``R_K = sup{||x||_K : ||x||_D <= r} = r c_K`` (:mod:`kngflow.problems.domains`): for the
+box ``R_∞ = 1``, ``R_2 = sqrt(m)``, ``R_1 = m``; for the unit ℓ2 ball ``R_∞ = R_2 = 1``,
+``R_1 = sqrt(m)``; for the ℓ1 ball of radius ``r`` every ``R_K = r``.
+
 Sensitivities (derived here)
 ----------------------------
-One record contributes ``x_i (sigma(x_i' beta) - y_i)`` with ``|sigma - y| < 1`` and
-``|x_ij| <= 1``, so two records differ by at most ``2 sup ||x||_K``: ``Delta_inf = 2``,
-``Delta_2 = 2 sqrt(m)``, ``Delta_1 = 2 m`` — for every ``beta``, the values the paper uses
-(§5; it calls the last two approximate, but they are the suprema: ``x = (1, ..., 1)``,
-``y = 0`` against ``x' = (1, ..., 1, 1 - delta)``, ``y' = 1``, with ``x'beta -> +inf`` and
-``x''beta -> -inf``, gives a difference tending to ``x + x'``).  The suprema are
+One record contributes ``x_i (sigma(x_i' beta) - y_i)`` with ``|sigma - y| < 1``, so two
+records differ by at most ``||x||_K + ||x'||_K <= 2 R_K``: ``Delta_K = 2 R_K``
+(:func:`gradient_sensitivity`; box: ``Delta_inf = 2``, ``Delta_2 = 2 sqrt(m)``,
+``Delta_1 = 2 m``, the values the paper uses (§5); unit ℓ2 ball: ``Delta_inf = Delta_2 = 2``,
+``Delta_1 = 2 sqrt(m)``) — for every ``beta``.  They are the suprema: for the box
+``x = (1, ..., 1)``, ``y = 0`` against ``x' = (1, ..., 1, 1 - delta)``, ``y' = 1``, with
+``x'beta -> +inf`` and ``x''beta -> -inf``, gives a difference tending to ``x + x'`` (the
+paper calls the last two approximate); in any ball two records near the point attaining
+``R_K`` do the same.  The suprema are
 approached only as ``|x'beta| -> inf``; on a bounded ``Theta`` the attained sensitivity is
 smaller (``|sigma - y| <= sigma(B)`` and, for ℓ1/ℓ2, nearly collinear records), so these
-``Delta`` are valid but conservative there.  One record's Hessian ``sigma (1 - sigma) x x'`` has eigenvalues at most
-``||x||_2^2 / 4 <= m / 4``: the bound ``lambda`` of objective perturbation.  As
+``Delta`` are valid but conservative there.  One record's Hessian ``sigma (1 - sigma) x x'``
+has eigenvalues at most ``||x||_2^2 / 4 <= R_2^2 / 4`` (``m / 4`` for the box, ``r^2 / 4``
+for an ℓ1 or ℓ2 ball): the bound ``lambda`` of objective perturbation
+(:func:`hessian_bound`).  As
 ``||beta|| -> inf`` the gradient tends to ``sum_i x_i (1{x_i' beta > 0} - y_i)``, which
 does not grow, so KNG's density does not decay: ``Theta`` is bounded (uniform base on
 ``{||beta||_1 <= B}``; ``||beta*||_1 = 4`` in Algorithm 3).
@@ -32,7 +48,6 @@ does not grow, so KNG's density does not decay: ``Theta`` is bounded (uniform ba
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -42,8 +57,10 @@ import numpy as np
 from kngflow._jit import jit
 from kngflow.kernels.dd import EXP_DD_REL, UNIT, dd_add, dd_add_dd, dd_div, exp_dd, two_prod
 from kngflow.problems.base import SimulatedProblem, check_vector
+from kngflow.problems.domains import NORMS, RecordDomain, domain_covariates, norm_factor, record_domain
 
 __all__ = [
+    "BOX",
     "LogisticData",
     "LogisticProblem",
     "logistic_data",
@@ -64,11 +81,23 @@ __all__ = [
 PAPER_BETA = (0.0, -1.0, -0.5, -0.25, 0.0, 0.75, 1.5)
 
 
+#: the default record domain: the box ``[-1, 1]^m`` of Algorithm 3
+BOX = RecordDomain("linf", 1.0)
+
+
 class LogisticData(NamedTuple):
-    """``X`` (n, m) C-contiguous float64 in ``[-1, 1]``; ``y`` (n,) float64 in ``{0, 1}``."""
+    """``X`` (n, m) C-contiguous float64 with rows in the declared ball ``{||x||_data_norm <=
+    radius}`` (default the box ``[-1, 1]^m``); ``y`` (n,) float64 in ``{0, 1}``."""
 
     X: np.ndarray
     y: np.ndarray
+    radius: float = 1.0
+    data_norm: str = "linf"
+
+    @property
+    def domain(self) -> RecordDomain:
+        """The declared record domain (public)."""
+        return RecordDomain(self.data_norm, self.radius)
 
     @property
     def n(self) -> int:
@@ -79,30 +108,44 @@ class LogisticData(NamedTuple):
         return int(self.X.shape[1])
 
 
-def logistic_data(X, y) -> LogisticData:
-    """Validate a user's data: ``X`` (n, m) finite in ``[-1, 1]``, ``y`` (n,) in ``{0, 1}``."""
+def logistic_data(X, y, *, radius=1.0, data_norm="linf") -> LogisticData:
+    """Validate a user's data: ``X`` (n, m) finite with rows in the declared ball
+    ``{||x||_data_norm <= radius}`` (default the box ``[-1, 1]^m``), ``y`` (n,) in ``{0, 1}``.
+
+    Raises ValueError naming ``X``, ``y``, ``data_norm`` or ``radius``."""
+    domain = record_domain(data_norm, radius)
     X = np.asarray(X)
     if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
         raise ValueError(f"X must be a non-empty 2-D array (n, m), got shape {X.shape}")
     X = np.ascontiguousarray(X, dtype=np.float64)
-    if not (X.min() >= -1.0 and X.max() <= 1.0):  # NaN fails both; no copy of X
-        raise ValueError("X must be finite and in [-1, 1] (rescale the covariates with public bounds)")
+    if domain == BOX:
+        if not (X.min() >= -1.0 and X.max() <= 1.0):  # NaN fails both; no copy of X
+            raise ValueError("X must be finite and in [-1, 1] (rescale the covariates with public bounds)")
+    elif not domain.contains(X):
+        raise ValueError(f"X: {domain.violation(X)}")
     y = np.asarray(y, dtype=np.float64)
     if y.shape != (X.shape[0],):
         raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
     if not np.all((y == 0.0) | (y == 1.0)):
         raise ValueError("y must hold only 0 and 1")
-    return LogisticData(X, np.ascontiguousarray(y))
+    return LogisticData(X, np.ascontiguousarray(y), domain.radius, domain.data_norm)
 
 
-def gradient_sensitivity(norm: str, m: int) -> float:
-    """``2 sup{||x||_K : x in [-1, 1]^m}``: 2 (ℓ∞), ``2 sqrt(m)`` (ℓ2), ``2 m`` (ℓ1)."""
-    return {"linf": 2.0, "l2": 2.0 * math.sqrt(m), "l1": 2.0 * m}[norm]
+def gradient_sensitivity(norm: str, m: int, domain: RecordDomain = BOX) -> float:
+    """``Delta_K = 2 R_K = 2 sup{||x||_K : x in the domain}`` (module docstring).
+
+    Box (default): 2 (ℓ∞), ``2 sqrt(m)`` (ℓ2), ``2 m`` (ℓ1); ℓ2 ball of radius ``r``:
+    ``2 r`` (ℓ∞, ℓ2), ``2 r sqrt(m)`` (ℓ1); ℓ1 ball: ``2 r`` in every norm."""
+    if norm not in NORMS:
+        raise KeyError(norm)
+    return 2.0 * domain.reach(norm, m)
 
 
-def hessian_bound(m: int) -> float:
-    """``lambda = m / 4``: the largest eigenvalue of one record's Hessian ``sigma(1 - sigma) x x'``."""
-    return m / 4.0
+def hessian_bound(m: int, domain: RecordDomain = BOX) -> float:
+    """``lambda = R_2^2 / 4``: the largest eigenvalue of one record's Hessian
+    ``sigma(1 - sigma) x x'`` (``sigma' <= 1/4``, ``||x||_2^2 <= R_2^2``): ``m / 4`` for the
+    box, ``r^2 / 4`` for an ℓ1 or ℓ2 ball of radius ``r``."""
+    return domain.squared_l2_reach(m) / 4.0
 
 
 @jit
@@ -349,19 +392,38 @@ class LogisticProblem(SimulatedProblem):
     on those data, so ``error`` is the distance to it; ``m`` is the data set's and ``n``
     must be its number of rows.
 
+    Record domain (``data_norm``, ``radius``): the declared public ball of the covariates,
+    which every mechanism's constants follow (module docstring).  Under a ball other than
+    the default box the simulated covariates are Algorithm 3's box draw scaled into the
+    ball: ``x = (r / c) u`` with ``u ~ U[-1, 1]^m`` and ``c = sup{||u||_D : u in [-1, 1]^m}``
+    (``sqrt(m)`` for ℓ2, ``m`` for ℓ1, 1 for ℓ∞), i.e. uniform on the largest cube inside
+    the ball (the same random numbers as the box draw; ``beta`` is unchanged, so the
+    signal ``x'beta`` shrinks by ``r / c``).
+
     Parameters
     ----------
     beta : list of m floats (default Algorithm 3's seven coefficients); ``m = len(beta)``.
         Not with ``dataset``.
     dataset : {"fair"}, optional
-        A real data set instead of simulated data.
+        A real data set instead of simulated data (its covariates lie in the box: only the
+        default domain).
+    data_norm : {"linf", "l2", "l1"}, the norm ``D`` of the record domain (default "linf":
+        with ``radius = 1`` the box ``[-1, 1]^m``).
+    radius : float > 0, the radius ``r`` of the record domain (default 1).
     """
 
     beta: tuple | None = None
     dataset: str | None = None
+    data_norm: str = "linf"
+    radius: float = 1.0
     name: str = field(default="logistic", init=False)
 
     def __post_init__(self):
+        domain = record_domain(self.data_norm, self.radius)
+        object.__setattr__(self, "radius", domain.radius)
+        if self.dataset is not None and domain != BOX:
+            raise ValueError(f"data_norm and radius must be left at their defaults ('linf', 1) with dataset "
+                             f"{self.dataset!r}: its covariates are scaled into the box [-1, 1]^m")
         if self.dataset is not None:
             from kngflow.models.logistic.datasets import check_dataset
 
@@ -388,9 +450,17 @@ class LogisticProblem(SimulatedProblem):
         return np.array(self.beta)
 
     @property
+    def domain(self) -> RecordDomain:
+        """The declared record domain ``{||x||_data_norm <= radius}``."""
+        return RecordDomain(self.data_norm, self.radius)
+
+    @property
     def caveats(self) -> str:
         if self.dataset is None:
-            return ""
+            if self.domain == BOX:
+                return ""
+            return (f"covariates in the declared record domain {self.domain.describe()} (Algorithm 3's box draw "
+                    "scaled into it); releases are DP for data in that domain.")
         from kngflow.models.logistic.datasets import load_dataset
 
         data = load_dataset(self.dataset)
@@ -427,24 +497,31 @@ class LogisticProblem(SimulatedProblem):
         X = rng.random((n, self.d))
         X *= 2.0
         X -= 1.0
+        if self.domain != BOX:  # the box draw scaled onto the largest cube inside the ball
+            X *= self.radius / norm_factor("linf", self.data_norm, self.d)
         u = rng.random(n)
         y = (u < 1.0 / (1.0 + np.exp(-(X @ self.theta_star)))).astype(np.float64)
-        return LogisticData(X, y)
+        return LogisticData(X, y, self.radius, self.data_norm)
 
     def audit_records(self) -> tuple[np.ndarray, np.ndarray]:
-        """Records ``(x_1, ..., x_m, y)`` for privacy audits: ``(boundary, fill)``.
+        """Records ``(x_1, ..., x_m, y)`` for privacy audits: ``(boundary, fill)``, ``y`` in
+        ``{0, 1}`` with every covariate row of the domain
+        (:func:`~kngflow.problems.domains.domain_covariates`).
 
-        ``boundary``: ``x`` at the corners of ``[-1, 1]^m`` (where ``sup ||x||_K`` is
-        reached) with ``y`` in ``{0, 1}``; ``fill``: ``x`` in ``{-1, 0, 1}^m``
-        (``m <= 4``; corners and 0 beyond) with ``y`` in ``{0, 1}``.
+        Box (default): ``boundary`` ``x`` at the corners of ``[-1, 1]^m`` (where
+        ``sup ||x||_K`` is reached); ``fill`` ``x`` in ``{-1, 0, 1}^m`` (``m <= 4``; corners
+        and 0 beyond).  ℓ2 ball: ``boundary`` points of the sphere (``±r e_j``,
+        ``r (±e_i ± e_j) / sqrt(2)``, sign vectors ``r s / sqrt(m)``: where ``R_∞``, ``R_2``
+        and ``R_1`` are reached); ``fill`` the centre and ``±r e_j / 2`` (52 and 14 records
+        for ``m = 3``).  ℓ1 ball: its vertices ``±r e_j`` and face centres ``r s / m``; the
+        same ``fill``.
         """
-        corners = list(itertools.product((-1.0, 1.0), repeat=self.d))
-        xs = list(itertools.product((-1.0, 0.0, 1.0), repeat=self.d)) if self.d <= 4 else corners + [(0.0,) * self.d]
-        boundary = np.array([[*x, y] for x in corners for y in (0.0, 1.0)])
-        fill = np.array([[*x, y] for x in xs for y in (0.0, 1.0)])
+        xb, xf = domain_covariates(self.domain, self.d)
+        boundary = np.array([[*x, y] for x in xb for y in (0.0, 1.0)])
+        fill = np.array([[*x, y] for x in xf for y in (0.0, 1.0)])
         return boundary, fill
 
     def audit_data(self, records: np.ndarray) -> LogisticData:
         """Mechanism input for a data set given as records ``(k, m + 1)``."""
         records = np.asarray(records, dtype=float)
-        return logistic_data(records[:, :-1], records[:, -1])
+        return logistic_data(records[:, :-1], records[:, -1], radius=self.radius, data_norm=self.data_norm)

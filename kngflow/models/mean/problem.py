@@ -33,13 +33,14 @@ between the data norm and a norm ``K`` (``c = 1`` when ``K = D``; ``D = ℓ∞``
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 
 from kngflow.problems.base import SimulatedProblem, check_dimension, check_finite_positive, check_vector
+# the record-domain helpers are shared with every model that declares a ball (re-exported here)
+from kngflow.problems.domains import NORMS, norm_factor, row_norms
 
 __all__ = [
     "MeanData",
@@ -53,29 +54,8 @@ __all__ = [
     "row_norms",
 ]
 
-NORMS = ("l1", "l2", "linf")
 #: rows simulated at a time (bounds the memory of one data set at ``CHUNK * d`` floats)
 CHUNK = 1 << 18
-
-
-def row_norms(x: np.ndarray, norm: str) -> np.ndarray:
-    """Row norms of ``x`` (..., d)."""
-    if norm == "l1":
-        return np.abs(x).sum(axis=-1)
-    if norm == "l2":
-        return np.sqrt((x * x).sum(axis=-1))
-    return np.abs(x).max(axis=-1)
-
-
-def norm_factor(data_norm: str, norm: str, d: int) -> float:
-    """``c = sup{||u||_norm : ||u||_data_norm <= 1}`` in ``R^d``."""
-    order = {"l1": 0, "l2": 1, "linf": 2}
-    i, j = order[data_norm], order[norm]
-    if i <= j:  # ||u||_inf <= ||u||_2 <= ||u||_1
-        return 1.0
-    if (i, j) == (2, 0):
-        return float(d)
-    return math.sqrt(d)  # (linf, l2) and (l2, l1)
 
 
 def gradient_sensitivity(radius: float, data_norm: str, norm: str, d: int) -> float:

@@ -1,5 +1,7 @@
 """Mechanisms for the Huber-hinge SVM; the loss and its constants are derived in
-:mod:`kngflow.models.svm.problem` (``L = 1``, ``c = 1/(2h)``, ``Delta_K = 2 sup ||x||_K``).
+:mod:`kngflow.models.svm.problem` (``L = R_2``, ``c = R_2^2/(2h)``, ``Delta_K = 2 R_K`` with
+``R_K = sup ||x||_K`` over the data's declared record domain: ``L = 1``, ``c = 1/(2h)``,
+``Delta_K = 2 sup{||x||_K : ||x||_2 <= 1}`` for the default unit ball).
 
 Every mechanism targets (or, for KNG, centres on) the minimiser of
 
@@ -34,8 +36,10 @@ from kngflow.mechanisms.base import (SAMPLER_DIAGNOSTICS, Mechanism, Release, ch
 from kngflow.mechanisms.claims import Density
 from kngflow.mechanisms.erm import (DEFAULT_REG, DPSGD_AUDIT_RADIUS, EPS_CAP, SLACK_RULES, _release, cms_constants)
 from kngflow.mechanisms.generic import NORMS, GenericKNG, NonPrivateBase
-from kngflow.models.svm.problem import (LIPSCHITZ, SVMData, check_svm_data, curvature, gradient_sensitivity,
-                                        hinge_gradient, huber_gradient, huber_hessian, regularised_minimiser)
+from kngflow.models.svm.problem import (LIPSCHITZ, UNIT_BALL, SVMData, check_svm_data, curvature,
+                                        gradient_sensitivity, hinge_gradient, huber_gradient, huber_hessian,
+                                        lipschitz, regularised_minimiser)
+from kngflow.problems.domains import RecordDomain
 from kngflow.noise import knorm_noise
 
 __all__ = ["NonPrivate", "OutputPerturbation", "NoisyGD", "ObjectivePerturbation", "ExtendedObjectivePerturbation",
@@ -88,12 +92,16 @@ class _HuberLoss:
         return data.X.shape
 
     def lipschitz(self, d: int) -> float:
-        """``L = 1``: ``||l_h'(z) y x||_2 <= |l_h'| ||x||_2 <= 1``."""
+        """``L = 1`` over the unit ball: ``||l_h'(z) y x||_2 <= |l_h'| ||x||_2 <= 1``."""
         return LIPSCHITZ
 
+    def lipschitz_of(self, data) -> float:
+        """``L = R_2 = sup ||x||_2`` over the data's declared record domain (1 for the unit ball)."""
+        return lipschitz(data.d, data.domain)
+
     def smoothness_of(self, data) -> float:
-        """``c + reg = 1/(2h) + reg``: the largest eigenvalue of ``hess J`` (where it exists)."""
-        return curvature(data.h) + self.reg
+        """``c + reg = R_2^2/(2h) + reg``: the largest eigenvalue of ``hess J`` (where it exists)."""
+        return curvature(data.h, data.d, data.domain) + self.reg
 
     def mean_gradient(self, data, theta: np.ndarray) -> np.ndarray:
         """``(1/n) sum_i l_h'(y_i x_i'theta) y_i x_i`` at ``theta`` (d,), or at each row of ``theta`` (k, d)."""
@@ -118,7 +126,8 @@ class OutputPerturbation(_HuberLoss, erm.OutputPerturbation):
     """Output perturbation (CMS 2011 Algorithm 1) for the Huber-hinge SVM.
 
     Release ``w^ + Z``, ``w^ = argmin J``, ``Z`` ∝ ``exp(-||z||_2 / s)``,
-    ``s = 2 L (1 + tol) / (n reg eps)`` with ``L = 1``.
+    ``s = 2 L (1 + tol) / (n reg eps)`` with ``L = 1`` (``R_2 = sup ||x||_2`` over another
+    declared record domain).
 
     Sensitivity (CMS 2011 Corollary 8, derived in :class:`kngflow.mechanisms.erm.OutputPerturbation`):
     replacing one record changes ``J`` by ``g = (l(.; z') - l(.; z)) / n`` with
@@ -131,7 +140,8 @@ class OutputPerturbation(_HuberLoss, erm.OutputPerturbation):
 
     def minimiser(self, data):
         """``(w^, iterations, converged)`` with ``||grad (n J)||_2 <= tol L`` (deterministic)."""
-        return _minimise(data, data.n * self.reg, tol_abs=self.tol * LIPSCHITZ, max_iter=max(self.max_iter, 200))
+        return _minimise(data, data.n * self.reg, tol_abs=self.tol * self.lipschitz_of(data),
+                         max_iter=max(self.max_iter, 200))
 
 
 class NoisyGD(_HuberLoss, erm.NoisyGD):
@@ -248,14 +258,19 @@ class _Objective(Mechanism):
 class ObjectivePerturbation(_Objective):
     """Objective perturbation, Chaudhuri, Monteleoni & Sarwate 2011, Algorithm 2, for the Huber hinge.
 
-    With ``c = 1/(2h)`` (the bound on ``l_h''``; ``h`` the data's smoothing):
+    With ``c = 1/(2h)`` (the bound on ``l_h''``; ``h`` the data's smoothing), on the records
+    rescaled to the unit ball, ``x~ = x / R_2`` (``R_2 = sup ||x||_2`` over the data's declared
+    domain, 1 for the default unit ball: then ``x~ = x``), ``w~ = R_2 w`` (``x~'w~ = x'w``,
+    the same margins) and ``reg~ = reg / R_2^2`` (the same ``J``):
 
     1. ``eps' = eps - log(1 + 2c/(n reg) + c^2/(n reg)^2)``;
     2. if ``eps' > 0``: ``Delta = 0``; else ``Delta = c/(n(e^{eps/4} - 1)) - reg`` and
        ``eps' = eps/2`` (the slack term: ``reg`` too small for the curvature at this ``n``);
     3. ``b`` with density ∝ ``exp(-(eps'/2) ||b||_2)``;
-    4. release ``w = argmin J(w) + b'w / n + (Delta/2) ||w||^2``, i.e. the minimiser of
-       ``sum_i l_h + n (reg + Delta)/2 ||w||^2 + b'w``.
+    4. release ``w = argmin J(w) + b'w~ / n + (Delta/2) ||w~||^2``, i.e. the minimiser of
+       ``sum_i l_h + n (reg + R_2^2 Delta)/2 ||w||^2 + V'w`` with ``V = R_2 b``, whose density
+       is ∝ ``exp(-(eps'/(2 R_2)) ||V||_2)`` (below, ``R_2 = 1``; the rescaled problem is
+       CMS's verbatim).
 
     Privacy (CMS Theorem 9, with the kink handled here).  ``b(w) = -(sum_i l_h'(y_i x_i'w)
     y_i x_i + n (reg + Delta) w)`` is a bijection of ``R^d`` (the objective is strongly
@@ -298,14 +313,22 @@ class ObjectivePerturbation(_Objective):
     def __repr__(self) -> str:
         return f"ObjectivePerturbation(reg={self.reg!r}, slack_rule={self.slack_rule!r})"
 
-    def constants(self, n: int, h: float, epsilon: float) -> tuple[float, float]:
-        """``(eps', Delta)`` (:func:`cms_constants` with ``c = 1/(2h)`` and the ``slack_rule``)."""
-        return cms_constants(epsilon, n, self.reg, curvature(h), self.slack_rule)
+    def constants(self, n: int, h: float, epsilon: float, d: int = 1,
+                  domain: RecordDomain = UNIT_BALL) -> tuple[float, float]:
+        """``(eps', Delta)`` (:func:`cms_constants` with ``c = 1/(2h)``, ``reg~ = reg / R_2^2``
+        and the ``slack_rule``)."""
+        if domain == UNIT_BALL:
+            return cms_constants(epsilon, n, self.reg, curvature(h), self.slack_rule)
+        return cms_constants(epsilon, n, self.reg / domain.squared_l2_reach(d), curvature(h), self.slack_rule)
 
     def law(self, data, epsilon) -> tuple[str, float, float]:
-        """``("l2", 2/eps', n (reg + Delta))``."""
-        eps_p, slack = self.constants(data.n, data.h, epsilon)
-        return "l2", 2.0 / eps_p, data.n * (self.reg + slack)
+        """``("l2", 2 R_2/eps', n (reg + R_2^2 Delta))`` (``("l2", 2/eps', n (reg + Delta))`` for the unit ball)."""
+        domain = data.domain
+        eps_p, slack = self.constants(data.n, data.h, epsilon, data.d, domain)
+        if domain == UNIT_BALL:
+            return "l2", 2.0 / eps_p, data.n * (self.reg + slack)
+        ridge = data.n * (self.reg + domain.squared_l2_reach(data.d) * slack)
+        return "l2", 2.0 * lipschitz(data.d, domain) / eps_p, ridge
 
 
 class ExtendedObjectivePerturbation(_Objective):
@@ -314,9 +337,10 @@ class ExtendedObjectivePerturbation(_Objective):
     Draw ``V`` ∝ ``exp(-(eps q / Delta_K) ||V||_K)`` and release
 
         w = argmin  sum_i l_h(y_i x_i'w) + (n reg / 2) ||w||^2 + (gamma / 2) ||w||^2 + V'w,
-        gamma = max(0, lambda / (exp(eps (1 - q)) - 1) - n reg),   lambda = c = 1/(2h),
+        gamma = max(0, lambda / (exp(eps (1 - q)) - 1) - n reg),   lambda = c = R_2^2/(2h),
 
-    ``Delta_K = 2 sup{||x||_K : ||x||_2 <= 1}`` (2 for ℓ2 and ℓ∞, ``2 sqrt(d)`` for ℓ1), at every
+    ``Delta_K = 2 R_K``, ``R_K = sup ||x||_K`` over the data's declared record domain (unit
+    ball, the default: ``lambda = 1/(2h)``, ``Delta_K`` 2 for ℓ2 and ℓ∞, ``2 sqrt(d)`` for ℓ1), at every
     ``w``.  This is their objective times ``n`` with ``r(w) = n reg/2 ||w||^2`` (the SVM's
     own regulariser): their proof bounds the determinant ratio by ``1 + lambda / mu`` with
     ``mu`` a lower bound on the eigenvalues of ``C = sum_{j != i} hess l + hess r + gamma I``,
@@ -354,16 +378,18 @@ class ExtendedObjectivePerturbation(_Objective):
     def __repr__(self) -> str:
         return f"ExtendedObjectivePerturbation(norm={self.norm!r}, q={self.q!r}, reg={self.reg!r})"
 
-    def noise_scale(self, d: int, epsilon: float) -> float:
+    def noise_scale(self, d: int, epsilon: float, domain: RecordDomain = UNIT_BALL) -> float:
         """``Delta_K / (eps q)``: ``V`` has density ∝ ``exp(-||V||_K / scale)``."""
-        return gradient_sensitivity(self.norm, d) / (epsilon * self.q)
+        return gradient_sensitivity(self.norm, d, domain) / (epsilon * self.q)
 
-    def total_ridge(self, n: int, h: float, epsilon: float) -> float:
-        """``n reg + gamma = max(n reg, lambda / (exp(eps (1 - q)) - 1))``, ``eps (1 - q)`` capped at 30."""
-        return max(n * self.reg, curvature(h) / math.expm1(min(epsilon * (1.0 - self.q), 30.0)))
+    def total_ridge(self, n: int, h: float, epsilon: float, d: int = 1, domain: RecordDomain = UNIT_BALL) -> float:
+        """``n reg + gamma = max(n reg, lambda / (exp(eps (1 - q)) - 1))``, ``lambda = R_2^2/(2h)``,
+        ``eps (1 - q)`` capped at 30."""
+        return max(n * self.reg, curvature(h, d, domain) / math.expm1(min(epsilon * (1.0 - self.q), 30.0)))
 
     def law(self, data, epsilon) -> tuple[str, float, float]:
-        return self.norm, self.noise_scale(data.d, epsilon), self.total_ridge(data.n, data.h, epsilon)
+        return (self.norm, self.noise_scale(data.d, epsilon, data.domain),
+                self.total_ridge(data.n, data.h, epsilon, data.d, data.domain))
 
 
 # --------------------------------------------------------------------------------------
@@ -375,8 +401,9 @@ class DPSGD(_HuberLoss, erm.DPSGD):
     """DP-SGD (:class:`kngflow.mechanisms.erm.DPSGD`: Poisson subsampling, RDP accountant,
     group privacy for replace-one) for the Huber hinge.
 
-    Per-example gradients ``l_h'(y_i x_i'w) y_i x_i``, of ℓ2 norm at most ``L = 1``, the
-    default clip ``C`` (no clipping bias); default ``lr = 1 / (1/(2h) + reg)``, one over
+    Per-example gradients ``l_h'(y_i x_i'w) y_i x_i``, of ℓ2 norm at most ``L = R_2`` (1 for
+    the unit ball), the default clip ``C`` (no clipping bias); default
+    ``lr = 1 / (R_2^2/(2h) + reg)``, one over
     ``J``'s smoothness for this data set's ``h``.  Audit: at ``w = 0`` with ``h < 1`` every
     per-example gradient is ``-y x``, so ``x = e_1`` against ``-e_1`` (same label) attains
     ``2C`` in the statistic audit (``q = 1``).
@@ -408,8 +435,9 @@ class _KNGBase(GenericKNG):
         return check_svm_data(data)
 
     def sensitivity(self, data) -> float:
-        """``Delta_K = 2 sup ||x||_K`` (:func:`~kngflow.models.svm.problem.gradient_sensitivity`)."""
-        return gradient_sensitivity(self.norm, data.d)
+        """``Delta_K = 2 R_K`` over the data's declared record domain
+        (:func:`~kngflow.models.svm.problem.gradient_sensitivity`)."""
+        return gradient_sensitivity(self.norm, data.d, data.domain)
 
     def parameter_box(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """A box holding ``Theta`` (for exact audits on a grid)."""

@@ -2,9 +2,9 @@
 
 Model
 -----
-Records ``(x_i, y_i)`` with ``x_i`` in the unit ℓ2 ball of ``R^d`` (``||x_i||_2 <= 1``, a
-public bound: rescale a user's covariates by a public bound first) and labels ``y_i`` in
-``{-1, +1}``.  With the margin ``z = y x'w`` the Huber hinge of smoothing ``h > 0`` is
+Records ``(x_i, y_i)`` with ``x_i`` in a declared public ball of ``R^d``, by default the
+unit ℓ2 ball (``||x_i||_2 <= 1``: rescale a user's covariates by a public bound first), and
+labels ``y_i`` in ``{-1, +1}``.  With the margin ``z = y x'w`` the Huber hinge of smoothing ``h > 0`` is
 
     l_h(z) = 0                          if z > 1 + h,
              (1 + h - z)^2 / (4 h)       if |1 - z| <= h,
@@ -27,21 +27,32 @@ mechanism here is
 Hessian ``sum_i l_h''(y_i x_i'w) x_i x_i' + n reg I``, positive definite: ``J`` is
 ``reg``-strongly convex and its minimiser unique.
 
+Record domain
+-------------
+The covariates lie in ``{||x||_D <= r}`` (:class:`~kngflow.problems.domains.RecordDomain`;
+the problem's options ``data_norm`` = ``D`` in {"l2", "l1", "linf"} and ``radius`` = ``r``;
+default ``"l2"``, 1: the unit ball above).  The constants below are suprema of norms of ``x``
+over the ball, ``R_K = sup{||x||_K : ||x||_D <= r} = r c_K`` (:mod:`kngflow.problems.domains`):
+unit ℓ2 ball ``R_∞ = R_2 = 1``, ``R_1 = sqrt(d)``; box ``[-r, r]^d`` (``"linf"``)
+``R_∞ = r``, ``R_2 = r sqrt(d)``, ``R_1 = r d``; ℓ1 ball every ``R_K = r``.
+
 Constants (derived here, data independent)
 ------------------------------------------
-* One record's gradient ``l_h'(z) y x`` has ℓ2 norm at most ``|l_h'| ||x||_2 <= 1``:
-  ``L = 1`` (:data:`LIPSCHITZ`), as CMS 2011 assume.
+* One record's gradient ``l_h'(z) y x`` has ℓ2 norm at most ``|l_h'| ||x||_2 <= R_2``:
+  ``L = R_2`` (:func:`lipschitz`; 1 = :data:`LIPSCHITZ` for the unit ball, as CMS 2011 assume).
 * One record's Hessian ``l_h''(z) x x'`` has eigenvalues in ``[0, ||x||^2 / (2 h)]``, so
-  ``c = 1 / (2 h)`` (:func:`curvature`) bounds them: CMS's ``c`` and Awan & Slavković's
-  ``lambda``.  ``J`` is ``(c + reg)``-smooth.
+  ``c = R_2^2 / (2 h)`` (:func:`curvature`; ``1 / (2 h)`` for the unit ball) bounds them:
+  Awan & Slavković's ``lambda`` (CMS's ``c`` is that of the rescaled records
+  ``x / R_2``, ``1 / (2 h)``).  ``J`` is ``(c + reg)``-smooth.
 * Gradient sensitivity in a norm ``K``: two records' gradient terms differ by
-  ``||l_h'(z) y x - l_h'(z') y' x'||_K <= sup ||x||_K + sup ||x'||_K = 2 sup{||x||_K :
-  ||x||_2 <= 1}``, i.e. ``Delta_2 = 2``, ``Delta_inf = 2``, ``Delta_1 = 2 sqrt(d)``
-  (:func:`gradient_sensitivity`) at every ``w``.  The bound is attained, so it is the
+  ``||l_h'(z) y x - l_h'(z') y' x'||_K <= sup ||x||_K + sup ||x'||_K = 2 R_K``
+  (:func:`gradient_sensitivity`) at every ``w``: for the unit ball ``Delta_2 = 2``,
+  ``Delta_inf = 2``, ``Delta_1 = 2 sqrt(d)``.  The bound is attained, so it is the
   supremum: at ``w = 0`` every margin is ``0 < 1 - h`` when ``h < 1``, ``l_h' = -1``, and
-  ``x = e_1, y = 1`` against ``x' = -e_1, y' = 1`` moves the gradient by ``2 e_1`` (ℓ2, ℓ∞);
-  ``x = -x' = (1, ..., 1)/sqrt(d)`` gives ``2 sqrt(d)`` in ℓ1.  The ridge term ``n reg w``
-  is the same on adjacent data sets (``n`` is public), so it adds nothing.
+  ``x, y = 1`` against ``x' = -x, y' = 1`` moves the gradient by ``2 x``, with ``x`` the
+  point of the ball attaining ``R_K`` (``e_1`` for ℓ2 and ℓ∞ on the unit ball;
+  ``(1, ..., 1)/sqrt(d)`` gives ``2 sqrt(d)`` in ℓ1; the corners of a box).  The ridge term
+  ``n reg w`` is the same on adjacent data sets (``n`` is public), so it adds nothing.
 * The same bound holds for the hinge's subgradient ``-1{z < 1} y x`` (KNG on the hinge).
 
 Data protocol (synthetic)
@@ -49,8 +60,11 @@ Data protocol (synthetic)
 A linearly separable law with label noise: ``x`` uniform in the unit ball of ``R^d``
 (direction uniform on the sphere, radius ``U^{1/d}``), ``y = sign(x'u)`` for the unit
 vector ``u`` (``direction``, default alternating signs), flipped with probability
-``flip``.  The Bayes classifier is ``sign(x'u)`` with error ``flip``; by the law's
-rotational symmetry a classifier ``sign(x'w)`` errs with probability exactly
+``flip``.  Under another declared domain ``x`` is that draw scaled by ``r / c``, ``c =
+sup{||x||_D : ||x||_2 <= 1}`` (``sqrt(d)`` for ℓ1, 1 for ℓ2 and ℓ∞): uniform in the largest
+Euclidean ball inside the domain (the same random numbers; labels, the Bayes rate and the
+misclassification formula are unchanged by the scaling, ``theta_star`` follows it).
+The Bayes classifier is ``sign(x'u)`` with error ``flip``; by the law's rotational symmetry a classifier ``sign(x'w)`` errs with probability exactly
 ``flip + (1 - 2 flip) angle(w, u) / pi`` (:meth:`SVMProblem.misclassification_exact`).
 
 Error measures (declared by :class:`SVMProblem`)
@@ -78,6 +92,7 @@ import numpy as np
 
 from kngflow._jit import jit
 from kngflow.problems.base import Problem, check_dimension
+from kngflow.problems.domains import RecordDomain, domain_covariates, norm_factor, record_domain
 
 __all__ = [
     "SVMData",
@@ -85,6 +100,8 @@ __all__ = [
     "svm_data",
     "check_svm_data",
     "LIPSCHITZ",
+    "UNIT_BALL",
+    "lipschitz",
     "curvature",
     "gradient_sensitivity",
     "covariate_radius",
@@ -100,8 +117,10 @@ __all__ = [
     "REFERENCE",
 ]
 
-#: ``L``: one record's gradient ``l_h'(z) y x`` has ℓ2 norm at most ``|l_h'| ||x||_2 <= 1``
+#: ``L`` over the unit ball: one record's gradient ``l_h'(z) y x`` has ℓ2 norm at most ``|l_h'| ||x||_2 <= 1``
 LIPSCHITZ = 1.0
+#: the default record domain: the unit ℓ2 ball
+UNIT_BALL = RecordDomain("l2", 1.0)
 #: records of the held-out sample of the misclassification rate
 HELD_OUT = 200_000
 #: records of the reference sample of ``theta_star`` and the excess risk
@@ -113,29 +132,47 @@ _REFERENCE_SEED = 20_110_102
 _ORD = {"l1": 1, "l2": 2, "linf": np.inf}
 
 
-def curvature(h: float) -> float:
-    """``c = 1 / (2 h)``: the largest eigenvalue of one record's Hessian ``l_h''(z) x x'``
-    (``l_h'' <= 1/(2h)``, ``||x||_2 <= 1``); CMS 2011's ``c``, Awan & Slavković's ``lambda``."""
-    return 1.0 / (2.0 * h)
+def curvature(h: float, d: int = 1, domain: RecordDomain = UNIT_BALL) -> float:
+    """``c = R_2^2 / (2 h)``: the largest eigenvalue of one record's Hessian ``l_h''(z) x x'``
+    (``l_h'' <= 1/(2h)``, ``||x||_2 <= R_2`` over the record ``domain`` in ``R^d``);
+    ``1 / (2 h)`` for the unit ball (CMS 2011's ``c``), Awan & Slavković's ``lambda``."""
+    if domain == UNIT_BALL:
+        return 1.0 / (2.0 * h)
+    return domain.squared_l2_reach(d) / (2.0 * h)
 
 
-def covariate_radius(norm: str, d: int) -> float:
-    """``sup{||x||_K : ||x||_2 <= 1}``: 1 (ℓ2, ℓ∞), ``sqrt(d)`` (ℓ1)."""
-    return {"l2": 1.0, "linf": 1.0, "l1": math.sqrt(d)}[norm]
+def lipschitz(d: int, domain: RecordDomain = UNIT_BALL) -> float:
+    """``L = R_2 = sup ||x||_2`` over the record ``domain`` (:data:`LIPSCHITZ` = 1 for the unit ball)."""
+    return LIPSCHITZ if domain == UNIT_BALL else domain.reach("l2", d)
 
 
-def gradient_sensitivity(norm: str, d: int) -> float:
-    """``Delta_K = 2 sup ||x||_K``: 2 (ℓ2, ℓ∞), ``2 sqrt(d)`` (ℓ1); attained (module docstring)."""
-    return 2.0 * covariate_radius(norm, d)
+def covariate_radius(norm: str, d: int, domain: RecordDomain = UNIT_BALL) -> float:
+    """``R_K = sup{||x||_K : x in the domain}``: unit ℓ2 ball 1 (ℓ2, ℓ∞), ``sqrt(d)`` (ℓ1)."""
+    if norm not in ("l1", "l2", "linf"):
+        raise KeyError(norm)
+    return domain.reach(norm, d)
+
+
+def gradient_sensitivity(norm: str, d: int, domain: RecordDomain = UNIT_BALL) -> float:
+    """``Delta_K = 2 R_K``: unit ball 2 (ℓ2, ℓ∞), ``2 sqrt(d)`` (ℓ1); attained (module docstring)."""
+    return 2.0 * covariate_radius(norm, d, domain)
 
 
 class SVMData(NamedTuple):
-    """``X`` (n, d) C-contiguous float64 with rows in the unit ℓ2 ball; ``y`` (n,) float64
-    in ``{-1, +1}``; ``h`` the Huber smoothing (part of the loss, public)."""
+    """``X`` (n, d) C-contiguous float64 with rows in the declared ball ``{||x||_data_norm <=
+    radius}`` (default the unit ℓ2 ball); ``y`` (n,) float64 in ``{-1, +1}``; ``h`` the Huber
+    smoothing (part of the loss, public)."""
 
     X: np.ndarray
     y: np.ndarray
     h: float
+    radius: float = 1.0
+    data_norm: str = "l2"
+
+    @property
+    def domain(self) -> RecordDomain:
+        """The declared record domain (public)."""
+        return RecordDomain(self.data_norm, self.radius)
 
     @property
     def n(self) -> int:
@@ -155,9 +192,11 @@ def check_smoothing(h) -> float:
     return float(h)
 
 
-def svm_data(X, y, h: float = 0.5) -> SVMData:
-    """Validate a user's data: ``X`` (n, d) with rows of ℓ2 norm at most 1, ``y`` (n,) in
-    ``{-1, +1}``, ``h`` in (0, 1)."""
+def svm_data(X, y, h: float = 0.5, *, radius=1.0, data_norm="l2") -> SVMData:
+    """Validate a user's data: ``X`` (n, d) with rows in the declared ball
+    ``{||x||_data_norm <= radius}`` (default: ℓ2 norm at most 1), ``y`` (n,) in
+    ``{-1, +1}``, ``h`` in (0, 1).  Raises ValueError naming the field."""
+    domain = record_domain(data_norm, radius)
     X = np.asarray(X)
     if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
         raise ValueError(f"X must be a non-empty 2-D array (n, d), got shape {X.shape}")
@@ -165,12 +204,15 @@ def svm_data(X, y, h: float = 0.5) -> SVMData:
     y = np.ascontiguousarray(np.asarray(y, dtype=np.float64))
     if y.shape != (X.shape[0],):
         raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
-    return check_svm_data(SVMData(X, y, check_smoothing(h)))
+    if domain != UNIT_BALL and not domain.contains(X):
+        raise ValueError(f"X: {domain.violation(X)}")
+    return check_svm_data(SVMData(X, y, check_smoothing(h), domain.radius, domain.data_norm))
 
 
 def check_svm_data(data) -> SVMData:
-    """Validate :class:`SVMData`: shapes, rows of ``X`` in the unit ℓ2 ball (squared norms at
-    most ``1 + 1e-12``: the rounding of a row rescaled to norm 1), ``y`` in {-1, +1}."""
+    """Validate :class:`SVMData`: shapes, rows of ``X`` in the declared record domain (unit ℓ2
+    ball: squared norms at most ``1 + 1e-12``, the rounding of a row rescaled to norm 1; see
+    :meth:`~kngflow.problems.domains.RecordDomain.contains`), ``y`` in {-1, +1}."""
     if not isinstance(data, SVMData):
         raise TypeError(f"data must be a kngflow.models.svm.problem.SVMData, got {type(data).__name__}")
     X, y = data.X, data.y
@@ -180,8 +222,17 @@ def check_svm_data(data) -> SVMData:
         raise ValueError("data must hold at least one record")
     if not (isinstance(y, np.ndarray) and y.shape == (X.shape[0],) and y.dtype == np.float64):
         raise ValueError(f"data.y must be a float64 array of length n={X.shape[0]}")
-    if not _rows_in_ball(X):  # NaN fails too
-        raise ValueError("data.X must have rows of l2 norm at most 1 (rescale the covariates by a public bound)")
+    domain = data.domain
+    if domain == UNIT_BALL:
+        if not _rows_in_ball(X):  # NaN fails too
+            raise ValueError("data.X must have rows of l2 norm at most 1 (rescale the covariates by a public bound)")
+    else:
+        try:
+            domain = record_domain(domain.data_norm, domain.radius)
+        except ValueError as exc:
+            raise ValueError(f"data.{exc}") from None
+        if not domain.contains(X):
+            raise ValueError(f"data.X: {domain.violation(X)}")
     if not np.all((y == 1.0) | (y == -1.0)):
         raise ValueError("data.y must hold only -1 and +1")
     check_smoothing(data.h)
@@ -375,10 +426,12 @@ def _labels(rng: np.random.Generator, X: np.ndarray, u: np.ndarray, flip: float)
 
 
 @functools.lru_cache(maxsize=16)
-def _sample(d: int, u: tuple, flip: float, size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """A fixed sample of the law (read-only arrays, cached per process)."""
+def _sample(d: int, u: tuple, flip: float, size: int, seed: int, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """A fixed sample of the law, covariates scaled by ``scale`` (read-only arrays, cached per process)."""
     rng = np.random.default_rng(seed)
     X = unit_ball(rng, size, d)
+    if scale != 1.0:
+        X *= scale
     y = _labels(rng, X, np.array(u), flip)
     X.setflags(write=False)
     y.setflags(write=False)
@@ -386,8 +439,8 @@ def _sample(d: int, u: tuple, flip: float, size: int, seed: int) -> tuple[np.nda
 
 
 @functools.lru_cache(maxsize=16)
-def _reference_minimiser(d: int, u: tuple, flip: float, h: float, reg: float) -> np.ndarray:
-    X, y = _sample(d, u, flip, REFERENCE, _REFERENCE_SEED)
+def _reference_minimiser(d: int, u: tuple, flip: float, h: float, reg: float, scale: float = 1.0) -> np.ndarray:
+    X, y = _sample(d, u, flip, REFERENCE, _REFERENCE_SEED, scale)
     w, _, ok = regularised_minimiser(X, y, h, REFERENCE * reg, tol_abs=1e-9 * REFERENCE)
     if not ok:  # not observed: the objective is strongly convex and piecewise quadratic
         raise RuntimeError("the reference minimiser did not converge")
@@ -466,6 +519,11 @@ class SVMProblem(ClassificationErrors, Problem):
     reg : float > 0, the ridge ``Λ`` of ``J`` defining ``theta_star`` and the excess risk
         (default 0.01, the ERM mechanisms' default ``reg``; set theirs equal).
     metric : {"misclassification", "excess_risk"}, what ``error`` returns.
+    data_norm : {"l2", "l1", "linf"}, the norm ``D`` of the declared record domain (default
+        "l2": with ``radius = 1`` the unit ball); every mechanism's constants follow it.
+    radius : float > 0, the radius ``r`` of the record domain (default 1).  Under a domain
+        other than the unit ball the law's covariates are scaled into the domain (module
+        docstring).
     """
 
     d: int = 2
@@ -474,6 +532,8 @@ class SVMProblem(ClassificationErrors, Problem):
     h: float = 0.5
     reg: float = 0.01
     metric: str = "misclassification"
+    data_norm: str = "l2"
+    radius: float = 1.0
 
     #: ``kngflow audit`` builds the problem with d = 2 (exact audits on a grid)
     audit_defaults = {"d": 2}
@@ -504,33 +564,51 @@ class SVMProblem(ClassificationErrors, Problem):
         object.__setattr__(self, "reg", float(r))
         if self.metric not in METRICS:
             raise ValueError(f"metric must be one of {', '.join(map(repr, METRICS))}; got {self.metric!r}")
+        object.__setattr__(self, "radius", record_domain(self.data_norm, self.radius).radius)
+
+    @property
+    def domain(self) -> RecordDomain:
+        """The declared record domain ``{||x||_data_norm <= radius}``."""
+        return RecordDomain(self.data_norm, self.radius)
+
+    @property
+    def scale(self) -> float:
+        """``r / c``, ``c = sup{||x||_D : ||x||_2 <= 1}``: the factor of the unit-ball law's
+        covariates under the declared domain (1 for the unit ball)."""
+        return 1.0 if self.domain == UNIT_BALL else self.radius / norm_factor("l2", self.data_norm, self.d)
 
     @property
     def theta_star(self) -> np.ndarray:
         """The population regularised minimiser (reference sample, fixed seed)."""
-        return np.array(_reference_minimiser(self.d, self.direction, self.flip, self.h, self.reg))
+        return np.array(_reference_minimiser(self.d, self.direction, self.flip, self.h, self.reg, self.scale))
 
     @property
     def caveats(self) -> str:
-        return (f"theta_star is the minimiser of the regularised Huber-hinge risk (h = {self.h:g}, reg = {self.reg:g}) "
+        text = (f"theta_star is the minimiser of the regularised Huber-hinge risk (h = {self.h:g}, reg = {self.reg:g}) "
                 f"on a {REFERENCE}-record sample of the law; misclassification is measured on a {HELD_OUT}-record "
                 f"held-out sample (fixed seeds); error = {self.metric}.")
+        if self.domain != UNIT_BALL:
+            text += (f" Covariates in the declared record domain {self.domain.describe()} (the unit-ball law scaled "
+                     f"by {self.scale:.6g}); releases are DP for data in that domain.")
+        return text
 
     def simulate(self, n: int, rng: np.random.Generator) -> SVMData:
         """One data set: ``X`` (n, d) uniform in the unit ball, ``y`` (n,) in {-1, +1}."""
         self.check_n(n)
         X = unit_ball(rng, n, self.d)
+        if self.domain != UNIT_BALL:
+            X *= self.scale
         y = _labels(rng, X, np.array(self.direction), self.flip)
-        return SVMData(X, y, self.h)
+        return SVMData(X, y, self.h, self.radius, self.data_norm)
 
     # ---------------------------------------------------------------- error measures
     def held_out(self) -> tuple[np.ndarray, np.ndarray]:
         """The :data:`HELD_OUT`-record held-out sample of the law (fixed seed)."""
-        return _sample(self.d, self.direction, self.flip, HELD_OUT, _HELD_OUT_SEED)
+        return _sample(self.d, self.direction, self.flip, HELD_OUT, _HELD_OUT_SEED, self.scale)
 
     def risk_sample(self) -> tuple[np.ndarray, np.ndarray]:
         """The :data:`REFERENCE`-record sample of the law that defines ``J_ref`` and ``theta_star``."""
-        return _sample(self.d, self.direction, self.flip, REFERENCE, _REFERENCE_SEED)
+        return _sample(self.d, self.direction, self.flip, REFERENCE, _REFERENCE_SEED, self.scale)
 
     def misclassification_exact(self, estimate) -> float:
         """``flip + (1 - 2 flip) angle(w, u) / pi``: the population rate (rotational symmetry
@@ -587,29 +665,24 @@ class SVMProblem(ClassificationErrors, Problem):
 
     # ---------------------------------------------------------------- audits
     def audit_records(self) -> tuple[np.ndarray, np.ndarray]:
-        """Records ``(x_1, ..., x_d, y)`` for privacy audits: ``(boundary, fill)``.
+        """Records ``(x_1, ..., x_d, y)`` for privacy audits: ``(boundary, fill)``, ``y = ±1``
+        with every covariate row of the domain (:func:`~kngflow.problems.domains.domain_covariates`).
 
-        ``boundary``: ``x`` on the unit sphere (``±e_j``, and ``(±e_i ± e_j)/sqrt(2)`` —
-        for ``d = 2`` the 8 directions at multiples of 45°), where the sensitivities are
-        attained, with ``y = ±1``; ``fill``: ``x`` in ``{0, ±e_j / 2}`` with ``y = ±1``.
+        Unit ℓ2 ball (default): ``boundary`` ``x`` on the unit sphere (``±e_j``,
+        ``(±e_i ± e_j)/sqrt(2)`` — for ``d = 2`` the 8 directions at multiples of 45° — and,
+        for ``d >= 3``, the sign vectors ``s / sqrt(d)``), where the sensitivities are
+        attained; ``fill`` ``x`` in ``{0, ±e_j / 2}``.  Other balls: their sphere's points
+        attaining ``R_K`` (the corners of a box, the vertices of an ℓ1 ball), scaled by ``r``.
         """
-        d = self.d
-        eye = np.eye(d)
-        xs = [*eye, *(-eye)]
-        for i in range(d):
-            for j in range(i + 1, d):
-                for si in (-1.0, 1.0):
-                    for sj in (-1.0, 1.0):
-                        xs.append((si * eye[i] + sj * eye[j]) / math.sqrt(2.0))
-        boundary = np.array([[*x, y] for x in xs for y in (-1.0, 1.0)])
-        inner = [np.zeros(d), *(0.5 * eye), *(-0.5 * eye)]
-        fill = np.array([[*x, y] for x in inner for y in (-1.0, 1.0)])
+        xb, xf = domain_covariates(self.domain, self.d)
+        boundary = np.array([[*x, y] for x in xb for y in (-1.0, 1.0)])
+        fill = np.array([[*x, y] for x in xf for y in (-1.0, 1.0)])
         return boundary, fill
 
     def audit_data(self, records: np.ndarray) -> SVMData:
         """Mechanism input for a data set given as records ``(k, d + 1)``."""
         records = np.asarray(records, dtype=float)
-        return svm_data(records[:, :-1], records[:, -1], self.h)
+        return svm_data(records[:, :-1], records[:, -1], self.h, radius=self.radius, data_norm=self.data_norm)
 
     def gradient(self, data: SVMData, theta) -> np.ndarray:
         """``sum_i l_h'(y_i x_i'theta) y_i x_i`` (no ridge: it cancels between adjacent data sets)."""
