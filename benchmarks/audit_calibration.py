@@ -1,15 +1,24 @@
-"""The black-box audit's calibration suite (``kngflow.audit.calibration``): detection rate of
-broken mechanisms and false-flag rate of their correct twins, over seeds, at the default
-settings of ``kngflow audit``.
+"""The audit's calibration suite (``kngflow.audit.calibration``): detection rate of broken
+mechanisms and false-flag rate of their correct twins, over seeds, at the default settings
+of ``kngflow audit`` (the pipeline with its options' defaults: draws chosen by the time
+budget, the pair and the rest of the data set searched).
 
-For every record domain (ℓ∞ cube, ℓ2 disc, ℓ2 ball in 3-D, ℓ1 ball in 3-D, simplex, 1-D
-interval) the Laplace mean with the calibrated noise (true loss ε) and with less noise
-(true loss 1.2 ε, 1.4 ε, 2 ε) is audited at declared ε = 1 with the pair searched, once
-per seed.  Prints a Markdown table: flagged / runs, the median lower bound, the median
-power statement (the loss flagged w.p. >= 0.9 on the chosen pair and events), how often
-the search chose a pair at the domain's ℓ1 diameter, and the median seconds per audit.
+Row groups (``--rows``):
 
-    python benchmarks/audit_calibration.py [--seeds 10] [--losses 1 1.2 1.4 2] [--jobs 2]
+* ``laplace``: for every record domain of :data:`~kngflow.audit.calibration.GEOMETRIES`
+  but the wide ones, the Laplace mean with the calibrated noise (true loss ε) and with
+  less noise (1.2 ε, 1.4 ε, 1.7 ε, 2 ε);
+* ``wide``: the sign balls of R^6 and R^8 (77 and 273 records), twin and 1.5 ε;
+* ``data-dependent``: each mechanism of
+  :data:`~kngflow.audit.calibration.DATA_DEPENDENT` (noise from a clipping radius or the
+  spread taken from the data, a branch on constant data, less noise for small n) and its
+  twin, on the ℓ2 disc and the ℓ2 ball of R^3.
+
+Prints a Markdown table: flagged / runs, the median lower bound, the median power
+statement (the loss flagged w.p. >= 0.9 on the chosen pair and events), how often the pair
+chosen is at the domain's ℓ1 diameter, the median draws and the median seconds per audit.
+
+    python benchmarks/audit_calibration.py [--seeds 10] [--rows wide data-dependent] [--jobs 2]
 """
 
 from __future__ import annotations
@@ -20,39 +29,60 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from kngflow.audit import blackbox_audit
-from kngflow.audit.calibration import GEOMETRIES, LaplaceMean
+from kngflow.audit.calibration import GEOMETRIES, WIDE, data_dependent_suite
+from kngflow.audit.pipeline import AuditContext, AuditOptions, run_audit
+
+MODULE = "kngflow.audit.calibration"
+
+
+def rows(groups):
+    """``(group, geometry, label, mechanism class name, options, broken)`` of each row."""
+    out = []
+    if "laplace" in groups:
+        out += [("laplace", g, f"{loss:g}", "LaplaceMean", {"factor": 1 / loss}, loss > 1)
+                for g in GEOMETRIES if g not in WIDE for loss in (1.0, 1.2, 1.4, 1.7, 2.0)]
+    if "wide" in groups:
+        out += [("wide", g, f"{loss:g}", "LaplaceMean", {"factor": 1 / loss}, loss > 1)
+                for g in WIDE for loss in (1.0, 1.5)]
+    if "data-dependent" in groups:
+        for g, name, _, mech, broken in data_dependent_suite():
+            opts = {k: getattr(mech, k) for k in ("floor", "factor", "below") if hasattr(mech, k)}
+            out.append(("data-dependent", g, name + ("" if broken else " (twin)"), type(mech).__name__, opts, broken))
+    return out
 
 
 def one(args):
-    name, loss, seed = args
-    problem = GEOMETRIES[name]()
+    (group, geometry, label, cls, opts, broken), seed = args
     t0 = time.perf_counter()
-    res = blackbox_audit(LaplaceMean(factor=1.0 / loss), problem, 1.0, seed=seed)
-    worst = bool(np.isclose(np.abs(res.pair.record - res.pair.other).sum(), problem.diameter))
-    return name, loss, seed, res.bound, not res.passed, res.details["power"]["loss"], worst, time.perf_counter() - t0
+    ctx = AuditContext.build(AuditOptions(f"{MODULE}:{cls}", f"{MODULE}:{GEOMETRIES[geometry].__name__}",
+                                          options=opts, seed=seed, progress=False))
+    verdict = run_audit(ctx)
+    res = next(r for r in verdict.results if r.kind == "black-box")
+    worst = bool(np.isclose(np.abs(res.pair.record - res.pair.other).sum(), ctx.problem.diameter))
+    return (group, geometry, label, not verdict.passed, res.bound, res.details["power"]["loss"], worst,
+            res.details["draws"], time.perf_counter() - t0)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=10)
-    ap.add_argument("--losses", type=float, nargs="+", default=[1.0, 1.2, 1.4, 2.0])
-    ap.add_argument("--geometries", nargs="+", default=list(GEOMETRIES))
+    ap.add_argument("--rows", nargs="+", default=["laplace", "wide", "data-dependent"],
+                    choices=["laplace", "wide", "data-dependent"])
     ap.add_argument("--jobs", type=int, default=1, help="audits run at once (processes)")
     args = ap.parse_args()
     t0 = time.perf_counter()
-    print(f"declared epsilon = 1, default settings, {args.seeds} seeds, {args.jobs} processes\n")
-    print("| domain | true loss / ε | flagged | median bound | median power statement | worst pair chosen "
-          "| median s / audit |")
-    print("|---|---|---|---|---|---|---|", flush=True)
+    print(f"declared epsilon = 1, kngflow audit's defaults, {args.seeds} seeds, {args.jobs} processes\n")
+    print("| rows | domain | mechanism (true loss / ε) | flagged | median bound | median power statement "
+          "| pair at the diameter | median draws | median s / audit |")
+    print("|---|---|---|---|---|---|---|---|---|", flush=True)
+    todo = rows(args.rows)
     with ProcessPoolExecutor(args.jobs) as pool:
-        for g in args.geometries:
-            rows = list(pool.map(one, [(g, loss, s) for loss in args.losses for s in range(args.seeds)]))
-            for loss in args.losses:
-                r = [x for x in rows if x[1] == loss]
-                print(f"| {g} | {loss:g}{' (twin)' if loss == 1 else ''} | {sum(x[4] for x in r)}/{len(r)} "
-                      f"| {np.median([x[3] for x in r]):.3f} | {np.median([x[5] for x in r]):.3f} "
-                      f"| {sum(x[6] for x in r)}/{len(r)} | {np.median([x[7] for x in r]):.1f} |", flush=True)
+        for row in todo:
+            r = list(pool.map(one, [(row, s) for s in range(args.seeds)]))
+            print(f"| {row[0]} | {row[1]} | {row[2]} | {sum(x[3] for x in r)}/{len(r)} "
+                  f"| {np.median([x[4] for x in r]):.3f} | {np.median([x[5] for x in r]):.3f} "
+                  f"| {sum(x[6] for x in r)}/{len(r)} | {np.median([x[7] for x in r]):.0f} "
+                  f"| {np.median([x[8] for x in r]):.1f} |", flush=True)
     print(f"\n{time.perf_counter() - t0:.0f} s in all")
 
 

@@ -63,7 +63,7 @@ def test_audit_needs_a_problem_and_takes_its_options_generically():
     out = kngflow_cli("audit", "ss", "--problem", "linear", "--problem-option", "d=3", "--option", "norm=kt",
                       "--draws", "200", "--no-progress", "--pair", "3*(1,0,0,0) + (1,1,1,1) -> (1,-1,-1,-1)")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "exact audit of SufficientStatistics(norm='kt'" in out.stdout
+    assert "statistic audit (K-norm noise, closed form) of SufficientStatistics(norm='kt'" in out.stdout
 
 
 CAL = ("kngflow.audit.calibration:LaplaceMean", "--problem", "kngflow.audit.calibration:Interval", "--option",
@@ -99,3 +99,22 @@ def test_plain_progress_lines(capsys):
         bar.update(150)
     err = capsys.readouterr().err
     assert "\r" not in err and err.splitlines()[-1].startswith("audit: 200/200 releases (100%)")
+
+
+def test_the_side_channel_step_runs_at_the_run_epsilon(capsys):
+    """``--run-epsilon 2`` reaches the side-channel step (it audits the black-box step's pair
+    at the run epsilon and the claim's delta): its record test flags the 2 epsilon control;
+    at the declared epsilon it passes (the control)."""
+    from kngflow.cli import main
+
+    args = ["audit", "kng", "--problem", "mean", "--option", "norm=linf", "--side-channel", "--draws", "5000",
+            "--no-progress"]
+    assert main([*args, "--run-epsilon", "2"]) == 1
+    out = capsys.readouterr().out
+    side = out[out.index("side-channel audit of"):]
+    assert "run at epsilon=2" in side.splitlines()[0] and "FLAGGED" in side.splitlines()[1], side
+    assert "side-channel" in out.strip().splitlines()[-1]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    side = out[out.index("side-channel audit of"):]
+    assert "PASS" in side.splitlines()[1] and out.strip().endswith("verdict: PASS (declared epsilon=1)"), side

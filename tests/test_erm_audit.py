@@ -116,7 +116,7 @@ def test_noisy_gd_gamma_one_step_exact_audit_catches_2_epsilon(problem):
     gradient moves by at most L/n: 0.5 and 1.0."""
     mech = get_mechanism("logistic", "noisy_gd", hardened=False, noise="gamma", iterations=1)
     ok, acc = _audits(mech, problem, 1.0)
-    assert acc is None and ok.kind == "exact" and ok.details["law"] == "knorm"
+    assert acc is None and ok.kind == "statistic" and ok.details["law"] == "knorm"
     assert ok.passed and ok.bound == pytest.approx(1 / math.sqrt(2), rel=1e-4), ok.summary()
     assert ok.details["first_point_step"] == pytest.approx(0.5, rel=1e-12)
     assert "post-processing" in ok.summary() and "public iterate" in ok.summary()
@@ -199,15 +199,15 @@ def test_gamma_noise_has_no_accountant_audit():
 # ------------------------------------------------------------------ the command
 
 @pytest.mark.parametrize("mechanism, options, flagged", [
-    ("noisy_gd", ["--option", "noise=gamma", "--option", "iterations=1"], "exact audit"),
-    ("dpsgd", ["--option", "sampling_rate=1", "--option", "epochs=1"], "exact, accountant audit"),
+    ("noisy_gd", ["--option", "noise=gamma", "--option", "iterations=1"], "statistic audit"),
+    ("dpsgd", ["--option", "sampling_rate=1", "--option", "epochs=1"], "statistic, accountant audit"),
 ])
 def test_audit_command_runs_the_exact_checks(mechanism, options, flagged):
     args = ["audit", mechanism, "--problem", "logistic", "--problem-option", BETA, *options,
             "--draws", "300", "--no-progress"]
     out = kngflow_cli(*args)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "exact audit of" in out.stdout and "public iterate" in out.stdout
+    assert "statistic audit (" in out.stdout and "noise, closed form) of" in out.stdout and "public iterate" in out.stdout
     assert out.stdout.strip().endswith("verdict: PASS (declared epsilon=1)")
     out = kngflow_cli(*args, "--run-epsilon", "2")
     assert out.returncode == 1, out.stdout + out.stderr

@@ -137,6 +137,30 @@ def test_the_checks_catch_a_model_name(tmp_path):
         fake.unlink()
 
 
+def _private_sibling_imports(path: Path) -> list[tuple[int, str]]:
+    """``(line, name)`` of every private name (``_x``) ``path`` imports from a sibling
+    module of its package (``from .sibling import _x``)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            out += [(node.lineno, a.name) for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    return out
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "audit").glob("*.py")), ids=lambda p: p.name)
+def test_audit_modules_import_no_private_name_of_a_sibling(path):
+    """What two audit modules share is public, in the module that owns it (result.py: the
+    result type, the error level, Clopper-Pearson)."""
+    assert not _private_sibling_imports(path), f"{path.name}: {_private_sibling_imports(path)}"
+
+
+def test_the_private_import_check_catches_one(tmp_path):
+    """Negative control: a module importing a sibling's private name is caught."""
+    fake = tmp_path / "probe.py"
+    fake.write_text("from .search import SMOOTH, _cp_lo\nfrom . import power\n")
+    assert _private_sibling_imports(fake) == [(1, "_cp_lo")]
+
+
 def _model_packages():
     models = ROOT / "models"
     return sorted(p for p in models.iterdir() if p.is_dir() and (p / "__init__.py").exists()) if models.exists() else []
@@ -162,12 +186,13 @@ def test_numerical_layers_never_name_dask_or_zarr(layer):
 # --------------------------------------------------------------------------- the import graph
 #: the layers of kngflow/, lowest first: a module may import its own layer and those below
 LAYER_ORDER = (
-    ("kngflow", "kngflow._jit"),
+    ("kngflow", "kngflow._jit", "kngflow.warnings"),
     ("kngflow.norms", "kngflow.noise", "kngflow.kernels"),
     ("kngflow.problems", "kngflow.mechanisms"),          # the contract
     ("kngflow.models",),
     ("kngflow.registry",),
-    ("kngflow.api",),                                    # the public façade
+    ("kngflow.api", "kngflow.accountant"),               # the public façade
+    ("kngflow.estimators",),                             # scikit-learn estimators on the façade
     ("kngflow.store",),
     ("kngflow.sweep", "kngflow.analysis", "kngflow.audit"),
     ("kngflow.cli",),

@@ -202,7 +202,8 @@ def _test(chosen, counts_a, counts_b, na, nb, alpha, delta, epsilon):
     method = "binomial law of the event counts at the masses measured on the fresh draws"
     info["power"] = {"loss": loss, "power": pw.POWER, "method": method}
     statement = (f"power: a loss of {loss:.3f} or more on this pair, realised on one of its {len(chosen)} events, "
-                 f"is flagged with probability >= {pw.POWER:g} with these draws ({method})"
+                 f"is flagged with probability >= {pw.POWER:g} with these draws ({method}); a statement about "
+                 "this pair and these events only, not about data sets the search did not try"
                  if math.isfinite(loss) else
                  f"power: no loss below {pw.LOSS_MAX:g} on these events is flagged with probability >= {pw.POWER:g} "
                  "with these draws (their masses are too small)")
@@ -245,7 +246,18 @@ def _searched(sampler, problem, extract, *, draws, candidates, moves, score_draw
     rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(2**31,)))
     res = search_pair(sample, score, problem, rng, contexts=max(1, candidates // 4),
                       moves=candidates if moves is None else moves, score_draws=score_draws, min_size=problem.d)
-    return res.pair, {"pairs_scored": res.details["swaps_scored"], "pair_score": res.score, "search": res.details}
+    return res.pair, {"pairs_scored": res.details["swaps_scored"], "pair_score": res.score, "search": res.details,
+                      "searched": searched_line(res.details)}
+
+
+def searched_line(details: dict) -> str:
+    """What the pair search tried, in one line (for the verdict)."""
+    kinds = ", ".join(f"{k} {v}" for k, v in details["datasets"].items())
+    sizes = details["sizes"]
+    return (f"searched: {sum(details['datasets'].values())} sets of other records ({kinds}; data sets of "
+            f"{min(sizes)}-{max(sizes)} records), {details['swaps_scored']} swaps of {details['records']} declared "
+            f"records, the {details['extreme_pairs']} extreme pairs among them; the pair below is the one whose "
+            "releases differed most")
 
 
 def planned_releases(draws: int, pilot: int | None = None, *, problem=None, candidates: int = 8,
@@ -328,6 +340,7 @@ def blackbox_audit(
     ca, cb, na, nb = _fresh_counts(sampler, pair, cl, chosen, n)
     bound, info = _test(chosen, ca, cb, na, nb, alpha, delta, float(epsilon))
     info["pilot"] = (len(pa), len(pb))
+    info["notes"] = ([search["searched"]] if search else ["pair: given, not searched"]) + info["notes"]
     return AuditResult("black-box", repr(mechanism), float(epsilon), bound, 0.0, pair, bool(bound <= epsilon),
                        {"run_epsilon": run, "draws": n, "alpha": alpha, "delta": delta, "seed": seed,
                         "target_power": target_power, **info, **search})

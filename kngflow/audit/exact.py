@@ -398,4 +398,5 @@ def statistic_audit(mechanism, problem, epsilon: float, *, run_epsilon: float | 
         details["skipped_sizes"] = sorted(skipped)
         notes.append(f"data sets of size {sorted(skipped)} skipped (not statistic-plus-noise steps there)")
     details["notes"] = notes
-    return AuditResult("exact", repr(mechanism), float(epsilon), best, tol, where, bool(best <= epsilon + tol), details)
+    return AuditResult("statistic", repr(mechanism), float(epsilon), best, tol, where, bool(best <= epsilon + tol),
+                       details)

@@ -500,6 +500,19 @@ def _hardening_line(ctx: AuditContext) -> str:
     return ""
 
 
+class _Quiet:
+    """No progress bar."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def update(self, k: int = 1) -> None:
+        pass
+
+
 def run_audit(ctx: AuditContext, *, runner=None, progress=None, say: Callable[[str], None] | None = None,
               started: float | None = None) -> Verdict:
     """Run the plan of ``ctx``: closed-form steps first, then the draws chosen for the
@@ -507,13 +520,7 @@ def run_audit(ctx: AuditContext, *, runner=None, progress=None, say: Callable[[s
     ``time.process_time()``; default: now), then those.  ``progress(total, unit,
     disable)`` makes a bar (default: none)."""
     started = time.process_time() if started is None else started
-    import contextlib
-
     if progress is None:
-        class _Quiet(contextlib.nullcontext):
-            def update(self, k=1):
-                pass
-
         def progress(total, unit, disable):
             return _Quiet()
 

@@ -50,8 +50,9 @@ def loss_lower_bound(counts_a: np.ndarray, counts_b: np.ndarray, n: int, alpha: 
 class AuditResult:
     """Outcome of one audit.
 
-    ``bound`` is the privacy loss found: exact (``kind`` "exact" / "knorm") or a
-    lower confidence bound (``kind`` "black-box"); ``passed`` is ``bound <= epsilon +
+    ``bound`` is the privacy loss found: exact (``kind`` "exact", "statistic" (noise on a
+    released statistic, its law in ``details["law"]``) or "knorm") or a lower confidence
+    bound (``kind`` "black-box", "side-channel", "bit-level"); ``passed`` is ``bound <= epsilon +
     tolerance`` (the declared ε, or its share for "knorm").  ``details`` holds per-kind
     extras (numerical error, the run ε, per-field bounds of a side-channel audit...).
     """
@@ -69,8 +70,10 @@ class AuditResult:
         """Lines for people: the loss found, the limit, the pair and the verdict."""
         run = self.details.get("run_epsilon", self.epsilon)
         ran = "" if run == self.epsilon else f" run at epsilon={run:g}"
-        what = {"exact": "privacy loss", "knorm": "privacy loss",
+        what = {"exact": "privacy loss", "knorm": "privacy loss", "statistic": "privacy loss",
                 "accountant": "accountant epsilon"}.get(self.kind, "privacy loss lower bound")
+        law = {"gaussian": "Gaussian", "knorm": "K-norm"}.get(self.details.get("law"), "")
+        title = f"statistic audit ({law} noise, closed form)" if self.kind == "statistic" else f"{self.kind} audit"
         limit = f"declared epsilon {self.epsilon:g}"
         if self.details.get("delta"):
             limit += f" at delta {self.details['delta']:g}"
@@ -79,7 +82,7 @@ class AuditResult:
             limit += (f" (noise {dt['noise_max']:.4f} of {dt['noise_limit']:g}, "
                       f"Jacobian {dt['jacobian_max']:.4f} of {dt['jacobian_limit']:g})")
         lines = [
-            f"{self.kind} audit of {self.mechanism}{ran}",
+            f"{title} of {self.mechanism}{ran}",
             f"  {what} {self.bound:.4f} vs {limit} (tolerance {self.tolerance:.2g}): "
             f"{'PASS' if self.passed else 'FLAGGED'}",
         ]
