@@ -4,6 +4,10 @@ What a user imports to run a mechanism on their own data::
 
     from kngflow.api import get_mechanism, get_problem, stats_from_arrays, private_quantile
 
+(scikit-learn users: :mod:`kngflow.estimators` wraps the same mechanisms as estimators.)
+A data helper that takes a bound from the data (``stats_from_arrays`` or ``quantreg_data``
+without ``y_bound``) warns with :class:`PrivacyLeakWarning`, re-exported here.
+
 It sits above :mod:`kngflow.registry` (which resolves names) and the model packages
 (which define the helpers), so that the contract packages :mod:`kngflow.problems` and
 :mod:`kngflow.mechanisms` import nothing above them.  Importing this module imports no
@@ -18,6 +22,7 @@ import inspect
 
 from kngflow import registry
 from kngflow.problems.base import check_problem
+from kngflow.warnings import PrivacyLeakWarning
 
 __all__ = [
     "get_problem",
@@ -29,6 +34,7 @@ __all__ = [
     "DATASETS",
     "PROBLEMS",
     "MECHANISMS",
+    "PrivacyLeakWarning",
     # the data helpers: a user's own records -> a mechanism's input
     "stats_from_arrays",
     "logistic_data",
@@ -36,6 +42,8 @@ __all__ = [
     "quantile_data",
     "quantreg_data",
     "geomedian_data",
+    "pca_data",
+    "svm_data",
     "GeoMedianData",
     "LinearStats",
     "LogisticData",
@@ -48,6 +56,13 @@ __all__ = [
     "MeanProblem",
     "QuantileProblem",
     "QuantRegProblem",
+    "PCAData",
+    "PCAProblem",
+    "SVMData",
+    "SVMProblem",
+    # the models' error measures (functions of a release and the data or the truth)
+    "captured_energy",
+    "projection_distance",
 ]
 
 #: public names defined by the built-in models: name -> module (imported on first use)
@@ -70,6 +85,14 @@ _HELPERS = {
     "geomedian_data": "kngflow.models.geomedian.problem",
     "GeoMedianData": "kngflow.models.geomedian.problem",
     "GeoMedianProblem": "kngflow.models.geomedian.problem",
+    "pca_data": "kngflow.models.pca.problem",
+    "PCAData": "kngflow.models.pca.problem",
+    "PCAProblem": "kngflow.models.pca.problem",
+    "captured_energy": "kngflow.models.pca.problem",
+    "projection_distance": "kngflow.models.pca.problem",
+    "svm_data": "kngflow.models.svm.problem",
+    "SVMData": "kngflow.models.svm.problem",
+    "SVMProblem": "kngflow.models.svm.problem",
     "private_quantile": "kngflow.models.quantile.mechanisms",
 }
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -46,6 +47,7 @@ import numpy as np
 from kngflow._jit import jit
 from kngflow.problems.base import Problem
 from kngflow.problems.protocols import PROTOCOLS, check_regression_n, protocol_audit_options, protocol_caveats
+from kngflow.warnings import PrivacyLeakWarning
 
 __all__ = [
     "LinearStats",
@@ -222,10 +224,17 @@ def stats_from_arrays(
         Responses.  With ``y_bound`` given they must lie in ``[-y_bound, y_bound]``
         and are divided by ``y_bound`` (a public bound: end-to-end DP).  Without it,
         they are divided by ``max|y|`` as in the KNG paper's Algorithm 1 — that scale
-        is computed without privacy, so the release is not end-to-end DP.
+        is computed without privacy, so the release is not end-to-end DP, and a
+        :class:`~kngflow.warnings.PrivacyLeakWarning` says so (the numbers are the same).
     chunk_rows : int
         Rows read at a time (memory only; the result does not depend on it).
     """
+    return _stats_from_arrays(X, y, y_bound, chunk_rows, warn=True)
+
+
+def _stats_from_arrays(X, y, y_bound, chunk_rows, *, warn: bool) -> LinearStats:
+    """:func:`stats_from_arrays`; ``warn=False`` for callers whose data-derived scale is a
+    declared protocol (``audit_data`` under the ``"paper"`` protocol, whose caveat is recorded)."""
     X = np.asarray(X)
     y = np.asarray(y)
     if X.ndim != 2:
@@ -246,6 +255,10 @@ def stats_from_arrays(
             raise ValueError(f"y must lie in [-y_bound, y_bound] = [-{y_bound}, {y_bound}]")
     if int(chunk_rows) < 1:
         raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
+    if y_bound is None and warn:
+        warnings.warn(PrivacyLeakWarning(
+            "stats_from_arrays: y_bound not given, so y is scaled by max|y| computed from the data without privacy: "
+            "releases from these statistics are not end-to-end DP (pass a public y_bound)"), stacklevel=3)
     acc = StatsAccumulator(d)
     for start in range(0, n, int(chunk_rows)):
         acc.add(
@@ -483,7 +496,7 @@ class LinearProblem(Problem):
         if records.ndim != 2 or records.shape[1] != self.d + 1:
             raise ValueError(f"records must have shape (m, d + 1) = (m, {self.d + 1}), got {records.shape}")
         y_bound = None if self.protocol == "paper" else (self.y_bound or 1.0)
-        return stats_from_arrays(records[:, :-1], records[:, -1], y_bound=y_bound)
+        return _stats_from_arrays(records[:, :-1], records[:, -1], y_bound, BLOCK_ROWS, warn=False)
 
     def data_summary(self, stats: LinearStats) -> dict:
         """``scale`` (R) and the classical OLS standard errors in original units."""

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from dataclasses import dataclass, field
 from numbers import Real
 from typing import NamedTuple
@@ -50,6 +51,7 @@ from scipy.special import ndtri
 
 from kngflow.problems.base import Problem, check_tau
 from kngflow.problems.protocols import PROTOCOLS, check_regression_n, protocol_audit_options, protocol_caveats
+from kngflow.warnings import PrivacyLeakWarning
 
 __all__ = [
     "QuantRegData",
@@ -110,8 +112,15 @@ def quantreg_data(X, y, tau, *, y_bound: float | None = None) -> QuantRegData:
     ``X`` (n, d) with entries in ``[-1, 1]`` (include a column of ones for an intercept);
     ``y`` (n,) in ``[-y_bound, y_bound]``, divided by that public bound.  Without
     ``y_bound`` it is divided by ``max|y|`` as in the KNG paper's Algorithm 1 — computed
-    without privacy, so the release is then not end-to-end DP.
+    without privacy, so the release is then not end-to-end DP, and a
+    :class:`~kngflow.warnings.PrivacyLeakWarning` says so (the numbers are the same).
     """
+    return _quantreg_data(X, y, tau, y_bound, warn=True)
+
+
+def _quantreg_data(X, y, tau, y_bound, *, warn: bool) -> QuantRegData:
+    """:func:`quantreg_data`; ``warn=False`` where the data-derived scale is a declared protocol
+    (``audit_data`` under the ``"paper"`` protocol, whose caveat is recorded)."""
     tau = check_tau(tau)
     X = np.ascontiguousarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
@@ -128,6 +137,10 @@ def quantreg_data(X, y, tau, *, y_bound: float | None = None) -> QuantRegData:
         raise ValueError("y must be finite (no NaN or inf)")
     if y_bound is None:
         scale = float(np.max(np.abs(y))) or 1.0
+        if warn:
+            warnings.warn(PrivacyLeakWarning(
+                "quantreg_data: y_bound not given, so y is scaled by max|y| computed from the data without privacy: "
+                "releases from these data are not end-to-end DP (pass a public y_bound)"), stacklevel=3)
     else:
         if isinstance(y_bound, bool) or not isinstance(y_bound, Real) or not (math.isfinite(y_bound) and y_bound > 0):
             raise ValueError(f"y_bound must be finite and > 0, got {y_bound!r}")
@@ -327,7 +340,7 @@ class QuantRegProblem(Problem):
         """Mechanism input for a data set given as records ``(m, d + 1)``, after the protocol."""
         records = np.asarray(records, dtype=float)
         y_bound = float(self.y_bound) if self.protocol == "public_bound" else None
-        return quantreg_data(records[:, :-1], records[:, -1], self.tau, y_bound=y_bound)
+        return _quantreg_data(records[:, :-1], records[:, -1], self.tau, y_bound, warn=False)
 
     def data_summary(self, data: QuantRegData) -> dict:
         return {"scale": float(data.scale)}
