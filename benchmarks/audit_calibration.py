@@ -18,7 +18,7 @@ Prints a Markdown table: flagged / runs, the median lower bound, the median powe
 statement (the loss flagged w.p. >= 0.9 on the chosen pair and events), how often the pair
 chosen is at the domain's ℓ1 diameter, the median draws and the median seconds per audit.
 
-    python benchmarks/audit_calibration.py [--seeds 10] [--rows wide data-dependent] [--jobs 2]
+    python benchmarks/audit_calibration.py [--seeds 10] [--rows wide data-dependent] [--dependent-on 'l2 disc'] [--jobs 2]
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ from kngflow.audit.pipeline import AuditContext, AuditOptions, run_audit
 MODULE = "kngflow.audit.calibration"
 
 
-def rows(groups):
-    """``(group, geometry, label, mechanism class name, options, broken)`` of each row."""
+def rows(groups, dependent=("l2 disc", "l2 ball (3-D)")):
+    """``(group, geometry, label, mechanism class name, options, broken)`` of each row
+    (``dependent``: the domains of the data-dependent rows)."""
     out = []
     if "laplace" in groups:
         out += [("laplace", g, f"{loss:g}", "LaplaceMean", {"factor": 1 / loss}, loss > 1)
@@ -45,7 +46,7 @@ def rows(groups):
         out += [("wide", g, f"{loss:g}", "LaplaceMean", {"factor": 1 / loss}, loss > 1)
                 for g in WIDE for loss in (1.0, 1.5)]
     if "data-dependent" in groups:
-        for g, name, _, mech, broken in data_dependent_suite():
+        for g, name, _, mech, broken in data_dependent_suite(dependent):
             opts = {k: getattr(mech, k) for k in ("floor", "factor", "below") if hasattr(mech, k)}
             out.append(("data-dependent", g, name + ("" if broken else " (twin)"), type(mech).__name__, opts, broken))
     return out
@@ -68,6 +69,8 @@ def main():
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--rows", nargs="+", default=["laplace", "wide", "data-dependent"],
                     choices=["laplace", "wide", "data-dependent"])
+    ap.add_argument("--dependent-on", nargs="+", default=["l2 disc", "l2 ball (3-D)"], choices=list(GEOMETRIES),
+                    help="domains of the data-dependent rows")
     ap.add_argument("--jobs", type=int, default=1, help="audits run at once (processes)")
     args = ap.parse_args()
     t0 = time.perf_counter()
@@ -75,7 +78,7 @@ def main():
     print("| rows | domain | mechanism (true loss / ε) | flagged | median bound | median power statement "
           "| pair at the diameter | median draws | median s / audit |")
     print("|---|---|---|---|---|---|---|---|---|", flush=True)
-    todo = rows(args.rows)
+    todo = rows(args.rows, args.dependent_on)
     with ProcessPoolExecutor(args.jobs) as pool:
         for row in todo:
             r = list(pool.map(one, [(row, s) for s in range(args.seeds)]))

@@ -5,13 +5,15 @@ numerical normalisation of ``log_density`` in 1-D/2-D; K-norm noise on a gradien
 closed form; K-norm or Gaussian noise on a released statistic in closed form, step by
 step for gradient methods); accountant audits re-check the ε a privacy accountant
 certifies for an (ε, δ) mechanism's calibrated noise (multi-step, subsampled);
-black-box audits sample releases on adjacent data sets (the pair searched over every swap
-of the problem's declared records) and give a Clopper–Pearson lower confidence bound on
+black-box audits sample releases on adjacent data sets (the pair and the rest of the data
+set searched over the problem's declared records) and give a Clopper–Pearson lower confidence bound on
 the privacy loss with a statement of their power, drawing in this process or as Dask
 tasks (:mod:`~kngflow.audit.runner`, the same bound either way); the side-channel audit
 applies the black-box test to every output a release carries besides the estimate.
-:mod:`~kngflow.audit.calibration` holds the black-box audit's calibration suite.  The seam with problems and
-mechanisms is described in ``docs/contracts.md`` ("Audits").
+:mod:`~kngflow.audit.calibration` holds the black-box audit's calibration suite;
+:mod:`~kngflow.audit.pipeline` runs the audits as ``kngflow audit`` does (options ->
+context -> steps -> verdict).  The seam with problems and mechanisms is described in
+``docs/contracts.md`` ("Audits").
 """
 
 import importlib

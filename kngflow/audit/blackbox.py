@@ -3,11 +3,12 @@ r"""Black-box privacy audits: sample releases, bound the privacy loss from below
 For adjacent data sets ``D, D'`` an ε-DP mechanism satisfies
 ``P_D(E) <= e^ε P_D'(E)`` for every event ``E``.  The audit
 
-1. picks the pair (unless given) over the problem's declared records: releases drawn on
-   the data set completed by each record score every swap of one record for another
-   (coordinate ascent with restarts where the records are too many), the other records
-   of the data set are changed by local moves, and the best few pairs are scored again
-   on larger samples (:func:`~kngflow.audit.search.search_pair`);
+1. picks the pair (unless given) over neighbouring data sets of the problem's declared
+   records: the rest of the data set is searched too (fills of one record of each class
+   at the smallest size, a mixture, random rests), the extreme pairs are always scored,
+   every swap in each context is scored from releases drawn on the data set completed by
+   each record, the other records are changed by local moves, and a fixed number of pairs
+   are scored again on larger samples (:func:`~kngflow.audit.search.search_pair`);
 2. draws a separate *pilot* sample on ``D`` and ``D'`` and chooses, from it alone, the
    events: its first half fits statistics of a release (projections on the mean
    difference, Fisher and principal directions and the axes, a Gaussian and a kernel log

@@ -5,8 +5,9 @@ Each problem here is a bounded-mean problem on a record domain of its own shape,
 against the public contract as a user's own problem would be: the ℓ∞ cube ``[-1, 1]^2``
 (:class:`Cube`), the ℓ2 disc (:class:`Disc`), the ℓ2 ball in three dimensions
 (:class:`Ball`), the ℓ1 ball in three dimensions (:class:`Diamond`), the probability
-simplex of three categories (:class:`Simplex`) and the interval ``[-1, 1]``
-(:class:`Interval`).  Each declares a finite set of audit records that contains a pair
+simplex of three categories (:class:`Simplex`), the interval ``[-1, 1]``
+(:class:`Interval`), and the ℓ2 balls of R^6 and R^8 with their sign vectors declared
+(:class:`Ball6`, :class:`Ball8`: 77 and 273 records).  Each declares a finite set of audit records that contains a pair
 at the domain's ℓ1 diameter ``Δ`` (the sup of ``||x - x'||_1`` over the domain).
 
 :class:`LaplaceMean` releases the mean of ``n`` records plus independent Laplace noise of
@@ -17,7 +18,12 @@ loss is exactly ``ε / factor``.  ``factor = 1`` is the correct twin (loss ε: t
 mechanism is tight, so any event the audit counts is at the edge); ``factor < 1`` is a
 broken mechanism with loss ``ε / factor`` (``factor = 1 / 1.4``: 1.4 ε).
 
-:func:`suite` lists the cases; ``benchmarks/audit_calibration.py`` measures the detection
+The data-dependent mechanisms (:data:`DATA_DEPENDENT`) take their noise from the data —
+a clipping radius (:class:`DataRadiusMean`), the spread (:class:`SpreadMean`), a branch on
+constant data (:class:`BranchMean`) — or give small data sets less noise
+(:class:`SmallNMean`); each has a twin whose noise does not follow the data.
+
+:func:`suite` and :func:`data_dependent_suite` list the cases; ``benchmarks/audit_calibration.py`` measures the detection
 rate of the broken mechanisms and the false-flag rate of the twins over seeds.  On the
 command line: ``kngflow audit kngflow.audit.calibration:LaplaceMean --problem
 kngflow.audit.calibration:Disc --option factor=0.7``.

@@ -18,14 +18,18 @@ large ratio is worth little on ``n`` draws).  The best events are then counted o
 draws by the caller: the events depend on the fit and select samples only, so the
 Clopper–Pearson bounds of the fresh counts keep their level.
 
-**Pair search** (:func:`search_pair`).  The declared records (the problem's boundary and
-fill records) are covered swap by swap: releases are drawn once on the data set
-completed by each record, and every swap of one record for another is scored from two
-of these samples (:func:`best_predicted`: the predicted bound of the best event on them).
-Record sets too large for that are searched by coordinate ascent with restarts
-(:func:`ascend`).  The other records of the data set (their number and which fill
-records) are then changed by local moves, and the best few pairs are scored again on
-larger fresh samples before the audit spends its draws on the winner.
+**Pair search** (:func:`search_pair`).  The rest of the data set is part of the search:
+*contexts* (:func:`contexts`) are fills of the smallest data set the problem allows (copies
+of the centre record, of an extreme, of the opposite extreme, and a mixture) with the
+extreme pairs (:func:`extreme_pairs`: largest ℓ1, ℓ2, ℓ∞ and per-axis separation) swapped
+in, and random rests with every declared record (or, past :data:`EXHAUSTIVE_RECORDS`, the
+extreme records and a sample) swapped in.  In each, releases are drawn once on the data
+set completed by each swapped record and every swap is scored from two of these samples
+(:func:`best_predicted`: the predicted bound of the best event on them).  The other
+records are then changed by local moves, and a fixed number of pairs (the criteria's
+best in turn, the extreme pairs among them) are scored again on larger fresh samples
+before the audit spends its draws on the winner.  The contexts follow from the records
+alone, so :func:`search_cost` knows the releases in advance.
 """
 
 from __future__ import annotations
