@@ -1,10 +1,11 @@
-"""``kngflow`` command line: run | plan | status | report | audit.
+"""``kngflow`` command line: run | plan | status | verify | report | audit | export | debug.
 
 Exit status: 0 success; 1 some cells failed (``run``, ``status``); 2 bad input
 (invalid spec, a store made from another spec or in use by another run, a bad
 cluster file, address or path), found before any cluster starts and before
 anything is created; 130 (143) interrupted by SIGINT (SIGTERM), after one line
-on stderr: run the same command again to resume.
+on stderr: run the same command again to resume.  ``debug`` alone lets a failing
+release raise: its traceback is what it is for.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "(see `kngflow verify`)")
     run.add_argument("--yes", action="store_true", help="run even when the plan exceeds the limits (24 core-hours, "
                      "100 GB of store, 8 GB per worker)")
+    _add_overrides(run)
 
     plan = sub.add_parser(
         "plan", help="cells, tasks, compute time, memory and store size of a study, without running it",
@@ -98,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--pilot", metavar="STORE", help="pilot store of SPEC (e.g. 20 replicates) for --target-mcse")
     plan.add_argument("--statistic", default="mean_error", metavar="NAME",
                       help="statistic for --target-mcse: mean_error (default), median_error, rmse, coverage")
+    _add_overrides(plan)
 
     status = sub.add_parser(
         "status",
@@ -127,12 +130,69 @@ def build_parser() -> argparse.ArgumentParser:
                         "if there is one; see docs/claims.md)")
     claims.add_argument("--no-claims", action="store_true", help="evaluate no claims file")
 
+    export = sub.add_parser(
+        "export", help="one row per done cell as CSV or Parquet, for pandas, R or a spreadsheet",
+        description="Write the done cells of STORE as a table: one row per cell with every coordinate "
+        "(mechanism, n, epsilon, replicate and any other grid axis), the estimate's columns (estimate_0, "
+        "estimate_1, ... after the coef coordinate), the error, seconds, the mechanisms' diagnostics and the "
+        "problem's per-data-set variables (e.g. scale, ols_stderr_0, ...). Cells not done are left out.",
+    )
+    export.add_argument("store", metavar="STORE", help="zarr store written by kngflow run")
+    export.add_argument("--format", choices=("csv", "parquet"), default="csv",
+                        help="csv (default) or parquet (needs pyarrow or fastparquet)")
+    export.add_argument("--output", metavar="PATH",
+                        help="file to write (default: STORE.csv or STORE.parquet beside the store)")
+    export.add_argument("--force", action="store_true", help="overwrite PATH if it exists")
+
+    debug = sub.add_parser(
+        "debug", help="compute one cell of a study in this process and print its release and diagnostics",
+        description="Compute one cell of SPEC here, in the foreground: the replicate's data set and the "
+        "mechanism's release on the very streams a sweep uses, so the estimate equals the stored cell bit for "
+        "bit. Prints the estimate, the error, the declared diagnostics, the release's info and the data set's "
+        "summary (numbers as repr, which reads back exactly). A failing release shows its full Python "
+        "traceback (exit 1); a bad spec or a cell not in the grid is one line (exit 2).",
+    )
+    debug.add_argument("spec", help="study spec (TOML)")
+    debug.add_argument("--cell", required=True, metavar="KEY=VALUE,...",
+                       help="the cell, e.g. mechanism=kng,n=1000,epsilon=1,replicate=3 (a key may be left out "
+                       "where its axis has one value)")
+
     from kngflow.audit import command as audit_command
 
     audit_command.add_parser(sub)
     audit = sub.choices["audit"]
     audit.epilog = ((audit.epilog + " ") if audit.epilog else "") + PAIR_NOTATION
     return p
+
+
+def _add_overrides(parser) -> None:
+    """``--n``, ``--epsilon``, ``--replicates``: a reduced run of the spec (``run`` and ``plan``)."""
+    group = parser.add_argument_group(
+        "reduced run",
+        "replace grid axes of SPEC for a smaller run; each cell equals the same cell of the full study (seeds are "
+        "keyed by values). The store records the overrides and refuses a run with other ones (or none).",
+    )
+    group.add_argument("--n", metavar="N1,N2,...", help="sample sizes to run instead of the spec's grid.n")
+    group.add_argument("--epsilon", metavar="E1,E2,...",
+                       help="privacy levels to run instead of the spec's grid.epsilon")
+    group.add_argument("--replicates", metavar="K",
+                       help="run the spec's first K replicates (0..K-1 for a count replicates = R)")
+
+
+def _load_spec(args):
+    """The spec of ``args.spec`` with the command line's grid overrides; None after one error line."""
+    from kngflow.sweep.spec import SpecError, apply_overrides, load_spec
+
+    try:
+        spec = load_spec(args.spec)
+    except SpecError as exc:
+        _err(f"invalid spec {args.spec}: {exc}")
+        return None
+    try:
+        return apply_overrides(spec, n=args.n, epsilon=args.epsilon, replicates=args.replicates)
+    except SpecError as exc:
+        _err(str(exc))
+        return None
 
 
 #: How ``kngflow audit`` writes an adjacent pair (``--pair`` and its output); docs/audits.md says the same.
@@ -171,12 +231,8 @@ def _damage_problem(store, *, repair: bool = False, spec=None) -> str | None:
 
 
 def cmd_run(args) -> int:
-    from kngflow.sweep.spec import SpecError, load_spec
-
-    try:
-        spec = load_spec(args.spec)
-    except SpecError as exc:
-        _err(f"invalid spec {args.spec}: {exc}")
+    spec = _load_spec(args)
+    if spec is None:
         return EXIT_BAD_INPUT
     for name in ("workers", "min_workers", "replicate_chunk", "max_in_flight"):
         v = getattr(args, name)
@@ -198,6 +254,12 @@ def cmd_run(args) -> int:
     if problem:
         _err(problem)
         return EXIT_BAD_INPUT
+    from kngflow.sweep.prepare import overrides_problem
+
+    problem = overrides_problem(spec, args.store)  # a reduced run never mixes with another one's store
+    if problem:
+        _err(problem)
+        return EXIT_BAD_INPUT
     from kngflow.sweep.engine import PluginFailure, preflight
 
     try:
@@ -206,6 +268,10 @@ def cmd_run(args) -> int:
         _err(str(exc))
         return EXIT_BAD_INPUT
 
+    if spec.overrides:
+        from kngflow.sweep.spec import describe_overrides
+
+        print(f"reduced run of {args.spec}: {describe_overrides(spec.overrides)}", flush=True)
     from kngflow.sweep.launch import RunRefused, launch_run
 
     try:
@@ -228,13 +294,10 @@ def cmd_run(args) -> int:
 
 def cmd_plan(args) -> int:
     from kngflow.store import StoreError
-    from kngflow.sweep import SpecError, load_spec
     from kngflow.sweep.launch import estimate_run
 
-    try:
-        spec = load_spec(args.spec)
-    except SpecError as exc:
-        _err(f"invalid spec {args.spec}: {exc}")
+    spec = _load_spec(args)
+    if spec is None:
         return EXIT_BAD_INPUT
     if args.target_mcse is not None or args.pilot is not None:
         return _plan_target(args, spec)
@@ -250,6 +313,10 @@ def cmd_plan(args) -> int:
     except StoreError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
+    if spec.overrides:
+        from kngflow.sweep.spec import describe_overrides
+
+        print(f"plan: reduced run of {args.spec}: {describe_overrides(spec.overrides)}")
     for line in est.lines(args.workers) + (est.cluster_lines(args.workers) if args.workers else []):
         print(line)
     why = est.too_big()
@@ -395,6 +462,64 @@ def cmd_verify(args) -> int:
     return EXIT_FAILED
 
 
+def default_export_path(store, fmt: str) -> Path:
+    """Where ``kngflow export STORE`` writes without ``--output``: ``STORE.csv`` (``STORE.parquet``)."""
+    return Path(os.fspath(store).rstrip("/\\") + f".{fmt}")
+
+
+def cmd_export(args) -> int:
+    from kngflow.store import StoreError, read_meta
+    from kngflow.store.export import export_store, parquet_problem
+
+    if args.format == "parquet":
+        missing = parquet_problem()
+        if missing:
+            _err(missing)
+            return EXIT_BAD_INPUT
+    if not Path(args.store).is_dir():
+        _err(f"{args.store} is not a kngflow store (no such directory)")
+        return EXIT_BAD_INPUT
+    output = Path(args.output) if args.output else default_export_path(args.store, args.format)
+    problem = _path_problem("--output", output, directory=False)
+    if not problem and output.exists() and not args.force:
+        problem = f"{output} exists; pass --force to overwrite it, or --output PATH"
+    if problem:
+        _err(problem)
+        return EXIT_BAD_INPUT
+    try:
+        read_meta(args.store)
+        damage = _damage_problem(args.store)
+        if damage:
+            _err(damage)
+            return EXIT_BAD_INPUT
+        rows, columns = export_store(args.store, output, args.format)
+    except StoreError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    print(f"wrote {output}: {rows} rows (done cells), {columns} columns")
+    return EXIT_OK
+
+
+def cmd_debug(args) -> int:
+    from kngflow.sweep.debug import CellError, cell_lines, debug_cell, parse_cell
+    from kngflow.sweep.spec import SpecError, load_spec
+
+    try:
+        spec = load_spec(args.spec)
+    except SpecError as exc:
+        _err(f"invalid spec {args.spec}: {exc}")
+        return EXIT_BAD_INPUT
+    try:
+        cell = parse_cell(spec, args.cell)
+    except CellError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    result, summary = debug_cell(spec, cell)  # no try: a failing release shows its traceback
+    for line in cell_lines(spec, cell, result, summary):
+        print(line)
+    return EXIT_OK
+
+
 def cmd_audit(args) -> int:
     from kngflow.audit import command
 
@@ -406,7 +531,7 @@ def main(argv=None) -> int:
 
     args = build_parser().parse_args(argv)
     handler = {"run": cmd_run, "plan": cmd_plan, "status": cmd_status, "report": cmd_report, "audit": cmd_audit,
-               "verify": cmd_verify}[
+               "verify": cmd_verify, "export": cmd_export, "debug": cmd_debug}[
         args.command
     ]
     hint = "; run the same command again to resume" if args.command == "run" else ""

@@ -16,6 +16,7 @@ What a fenced code block means to this test (every fence must name a language):
   :func:`kngflow.sweep.parse_spec`; a ``# file: NAME`` block is written to ``NAME`` and,
   where ``NAME`` is a file of the repository, must equal it.
 * ``text``: transcripts, trees and other output; not checked.
+* ``r``: R code for readers who analyse in R (an exported table); not run (no R here).
 
 Studies run on reduced copies. The working directory holds copies of ``workflows/`` and
 ``cluster/``; each study spec ``workflows/*.toml`` (the claims files are copied as they
@@ -70,7 +71,7 @@ NOT_HERE = {DOCS / "plugins.md"}  # tests/test_plugins.py runs it
 PAGES = [ROOT / "README.md"] + sorted(p for p in DOCS.rglob("*.md") if p not in NOT_HERE
                                       and DOCS / "api" not in p.parents)
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[^\n`]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.S | re.M)
-CHECKED = {"python", "bash", "console", "toml", "text"}
+CHECKED = {"python", "bash", "console", "toml", "text", "r"}
 PLACEHOLDERS = ("tcp://head:8786", "/shared/scheduler.json")
 SMALL_N = 10_000
 #: the study specs of workflows/ (the claims files beside them are copied as they are)

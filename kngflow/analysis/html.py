@@ -251,8 +251,10 @@ def markdown_to_html(md: str, image_dir: str | Path | None = None) -> str:
 
 def _provenance_rows(attrs: dict[str, Any]) -> list[list[str]]:
     rows = []
-    for key in ("title", "problem", "spec_hash", "seed", "kngflow_version", "kngflow_store_format", "reference_stderr",
-                "nonprivate_labels", "delta"):
+    for key in ("title", "problem", "spec_hash", "overrides", "seed", "kngflow_version", "kngflow_store_format",
+                "reference_stderr", "nonprivate_labels", "delta"):
+        if key == "overrides" and str(attrs.get(key, "{}")) in ("", "{}"):
+            continue  # the full study (a reduced run's grid overrides are shown)
         if key in attrs and str(attrs[key]) != "":
             rows.append([key, str(attrs[key])])
     versions = attrs.get("versions")

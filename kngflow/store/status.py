@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from .zarrstore import read_failures, read_flags, read_meta
 
 __all__ = ["status_data", "status_text"]
@@ -62,12 +64,32 @@ def status_data(path, max_messages: int = 20) -> dict:
         "spec_hash": str(meta.attrs.get("spec_hash", "")),
         "problem": meta.attrs.get("problem"),
         "dims": {k: len(v) for k, v in meta.coords.items()},
+        "overrides": _overrides(meta.attrs),
         "done": int(done.sum()),
         "failed": int(failed.sum()),
         "total": int(done.size),
         "groups": groups,
         "failures": current,
     }
+
+
+def _overrides(attrs: dict) -> dict:
+    """The grid overrides of a reduced run (``overrides`` attribute; ``{}``: the full study)."""
+    try:
+        value = json.loads(attrs.get("overrides") or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _overrides_text(overrides: dict) -> str:
+    parts = []
+    for key in ("n", "epsilon", "replicates"):
+        if key in overrides:
+            v = overrides[key]
+            parts.append(f"--{key} " + (",".join(f"{x:g}" if key == "epsilon" else str(x) for x in v)
+                                        if isinstance(v, list) else str(v)))
+    return " ".join(parts)
 
 
 def status_text(path, max_messages: int = 20, data: dict | None = None) -> str:
@@ -78,6 +100,7 @@ def status_text(path, max_messages: int = 20, data: dict | None = None) -> str:
         f"store {path}",
         f"study {d['title'] or '-'} (spec {d['spec_hash'][:12]}), problem {d['problem']}, dims "
         + ", ".join(f"{k}={v}" for k, v in d["dims"].items()),
+        *([f"reduced run: {_overrides_text(d['overrides'])}"] if d.get("overrides") else []),
         f"overall: {d['done']} done, {d['failed']} failed, {d['total']} total",
         "",
         f"{'n':>10}  {'mechanism':<{width}}  {'done':>7}  {'failed':>7}  {'total':>7}",

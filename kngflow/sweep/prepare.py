@@ -16,10 +16,10 @@ from kngflow import store as st
 
 from .plan import default_chunks
 from .provenance import package_versions, plugin_classes
-from .spec import Spec
+from .spec import Spec, describe_overrides
 
 __all__ = ["SpecMismatch", "diagnostics", "store_attrs", "check_store", "prepare_store", "store_progress",
-           "pilot_problem"]
+           "pilot_problem", "overrides_problem", "stored_overrides"]
 
 
 class SpecMismatch(st.StoreError):
@@ -73,6 +73,8 @@ def store_attrs(spec: Spec, history: list | None = None) -> dict:
         "kngflow_version": kngflow.__version__,
         "seed": spec.seed,
         "title": spec.name,
+        # a reduced run's grid overrides (kngflow run --n/--epsilon/--replicates); {} for the full study
+        "overrides": json.dumps(spec.overrides, sort_keys=True),
     }
 
 
@@ -143,11 +145,44 @@ def _diff_specs(old: dict, new: dict) -> list[str]:
     return why
 
 
+def stored_overrides(attrs: dict) -> dict:
+    """The grid overrides a store was made with (its ``overrides`` attribute; ``{}``: the full study)."""
+    try:
+        value = json.loads(attrs.get("overrides") or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _overrides_line(spec: Spec, path, theirs: dict) -> str:
+    return (f"store {path} was made with {describe_overrides(theirs)}, this run has "
+            f"{describe_overrides(spec.overrides)}; a reduced run and the full study never share a store: "
+            f"use another --store, or the store's own overrides")
+
+
+def overrides_problem(spec: Spec, path) -> str | None:
+    """One line when the existing store at ``path`` was made with other grid overrides than
+    ``spec``'s (a reduced run against the full study, or two reduced runs); None otherwise,
+    and for a store that does not exist or whose metadata cannot be read (the checks of the
+    run say why)."""
+    if not Path(path).exists():
+        return None
+    try:
+        attrs = st.read_meta(path).attrs
+    except st.StoreError:
+        return None
+    theirs = stored_overrides(attrs)
+    return None if theirs == spec.overrides else _overrides_line(spec, path, theirs)
+
+
 def _inspect(spec: Spec, path: Path):
     """``(action, meta)``: what the store at ``path`` needs for ``spec``; reads only metadata."""
     if not path.exists():
         return "create", None
     meta = st.read_meta(path)
+    theirs = stored_overrides(meta.attrs)
+    if theirs != spec.overrides:
+        raise SpecMismatch(_overrides_line(spec, path, theirs))
     if meta.attrs.get("spec_hash") == spec.hash:
         return "resume", meta
     why = _diff_specs(json.loads(meta.attrs["spec_canonical"]), spec.canonical())

@@ -20,7 +20,7 @@ from kngflow.store.verify import rebuild_metadata, repair_store, stored_spec_tex
 
 from .plan import Task
 from .prepare import prepare_store
-from .spec import SpecError, parse_spec
+from .spec import SpecError, apply_overrides, parse_spec
 from .task import compute_block
 
 __all__ = ["damage_problem", "rebuild_metadata_from_spec"]
@@ -61,14 +61,33 @@ def damage_problem(store, *, repair: bool = False, spec=None, log=print) -> str 
             f"run `kngflow verify {store}`, then `kngflow run SPEC --store {store} --repair`")
 
 
+def _stored_overrides(store) -> dict:
+    """``apply_overrides`` keywords of the grid overrides in the store's root attributes ({}: none)."""
+    import json
+
+    from .prepare import stored_overrides
+
+    try:
+        attrs = json.loads((Path(store) / "zarr.json").read_text())["attributes"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    out = {}
+    for key, value in stored_overrides(attrs if isinstance(attrs, dict) else {}).items():
+        if key in ("n", "epsilon") and isinstance(value, list):
+            out[key] = ",".join(repr(v) for v in value)
+        elif key == "replicates":
+            out[key] = str(value)
+    return out
+
+
 def rebuild_metadata_from_spec(spec, store) -> list[str]:
     """Rebuild the damaged metadata of ``store`` from a template made from the store's own spec
     (in its root attributes) or, if the root is what is damaged, from ``spec``; a damaged root
     is rebuilt only once ``spec`` recomputes a done cell of each mechanism bit for bit."""
     text = stored_spec_text(store)
     if text:
-        try:
-            spec = parse_spec(text)
+        try:  # the store's own spec, with the grid overrides of a reduced run
+            spec = apply_overrides(parse_spec(text), **_stored_overrides(store))
         except SpecError:
             pass
 

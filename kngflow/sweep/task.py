@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -22,7 +23,8 @@ from .prepare import _cell_variables, _data_variables
 from .provenance import VersionMismatch, _message, _modules, runtime_versions, version_mismatch
 from .spec import parse_spec
 
-__all__ = ["compute_block", "failed_block", "run_task", "mark_task_failed", "timeout_message"]
+__all__ = ["Cell", "simulate_data", "release_cell", "compute_block", "failed_block", "run_task", "mark_task_failed",
+           "timeout_message"]
 
 
 @functools.lru_cache(maxsize=8)
@@ -50,6 +52,49 @@ def _check_here(expect: dict) -> None:
         except (ImportError, ValueError):
             pass
         raise VersionMismatch(why)
+
+
+class Cell(NamedTuple):
+    """One computed cell, as the store holds it (:func:`release_cell`).
+
+    ``estimate`` (float64, shape ``(d,)``), ``error``, ``seconds`` (wall time of the
+    release), ``diagnostics`` (the mechanism's declared diagnostics, ``name -> stored value``,
+    in declaration order) and ``release`` (the mechanism's :class:`~kngflow.mechanisms.base.Release`
+    itself, with its whole ``info``).
+    """
+
+    estimate: np.ndarray
+    error: float
+    seconds: float
+    diagnostics: dict
+    release: object
+
+
+def simulate_data(spec, problem, n: int, replicate: int):
+    """The simulated data set of ``(n, replicate)``: the one every (mechanism, ε) of that
+    replicate sees, on its stable stream (:func:`kngflow.sweep.seeds.data_rng`)."""
+    return problem.simulate(n, seeds.data_rng(spec.seed, spec.problem_name, n, replicate))
+
+
+def release_cell(spec, problem, mechanism, stats, n: int, replicate: int, label: str, epsilon: float) -> Cell:
+    """Release ``mechanism`` (labelled ``label``) at ``epsilon`` on the data ``stats`` of
+    ``(n, replicate)``, on the cell's stable stream (:func:`kngflow.sweep.seeds.release_rng`).
+
+    This is the cell of the sweep: :func:`compute_block` stores what it returns, and
+    ``kngflow debug`` calls it in the foreground, so both give the same bits.  An exception
+    (the mechanism's, a wrong shape, an undeclared diagnostic value) propagates.
+    """
+    d = int(problem.d)
+    rng = seeds.release_rng(spec.seed, spec.problem_name, n, replicate, label, epsilon)
+    t0 = time.perf_counter()
+    rel = mechanism.release(stats, epsilon=epsilon, rng=rng)
+    dt = time.perf_counter() - t0
+    e = np.asarray(rel.estimate, dtype=np.float64)
+    if e.shape != (d,):
+        raise ValueError(f"estimate has shape {e.shape}, expected ({d},)")
+    er = float(problem.error(e))
+    values = {dg.name: dg.value(rel.info) for dg in type(mechanism).diagnostics}
+    return Cell(estimate=e, error=er, seconds=dt, diagnostics=values, release=rel)
 
 
 def compute_block(
@@ -95,7 +140,7 @@ def compute_block(
             late = timeout_message(timeout)
         if late is None:
             try:
-                stats = problem.simulate(task.n, seeds.data_rng(spec.seed, spec.problem_name, task.n, rep))
+                stats = simulate_data(spec, problem, task.n, rep)
                 for v, value in problem.data_summary(stats).items():
                     data[v][j] = value
                 simulated[j] = True
@@ -112,24 +157,16 @@ def compute_block(
                     failures.append(_record(labels[a], task.n, epsilons[b], rep, late or reason))
                     continue
                 label, eps = labels[a], epsilons[b]
-                rng = seeds.release_rng(spec.seed, spec.problem_name, task.n, rep, label, eps)
                 try:
-                    t0 = time.perf_counter()
-                    rel = mechs[a].release(stats, epsilon=eps, rng=rng)
-                    dt = time.perf_counter() - t0
-                    e = np.asarray(rel.estimate, dtype=np.float64)
-                    if e.shape != (d,):
-                        raise ValueError(f"estimate has shape {e.shape}, expected ({d},)")
-                    er = float(problem.error(e))
-                    values = [dg.value(rel.info) for _, dg in declared[a]]
+                    cell = release_cell(spec, problem, mechs[a], stats, task.n, rep, label, eps)
                 except Exception as exc:  # noqa: BLE001 - recorded per cell
                     failed[a, b, j] = 1
                     failures.append(_record(label, task.n, eps, rep, _message(exc)))
                     continue
-                est[a, b, j] = e
-                err[a, b, j] = er
-                sec[a, b, j] = dt
-                for (arr, _), v in zip(declared[a], values):
+                est[a, b, j] = cell.estimate
+                err[a, b, j] = cell.error
+                sec[a, b, j] = cell.seconds
+                for (arr, _), v in zip(declared[a], cell.diagnostics.values()):
                     arr[a, b, j] = v
                 done[a, b, j] = 1
     return st.Block(
