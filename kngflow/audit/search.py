@@ -19,7 +19,7 @@ draws by the caller: the events depend on the fit and select samples only, so th
 Clopper–Pearson bounds of the fresh counts keep their level.
 
 **Pair search** (:func:`search_pair`).  The rest of the data set is part of the search:
-*contexts* (:func:`contexts`) are fills of the smallest data set the problem allows (copies
+*contexts* (:func:`search_contexts`) are fills of the smallest data set the problem allows (copies
 of the centre record, of an extreme, of the opposite extreme, and a mixture) with the
 extreme pairs (:func:`extreme_pairs`: largest ℓ1, ℓ2, ℓ∞ and per-axis separation) swapped
 in, and random rests with every declared record (or, past :data:`EXHAUSTIVE_RECORDS`, the
@@ -43,7 +43,7 @@ from scipy.special import ndtri
 from .pairs import SIZES, AdjacentPair
 
 __all__ = ["Statistic", "Event", "statistics", "select_events", "predicted_bound", "best_predicted", "search_pair",
-           "search_cost", "SearchResult", "Context", "contexts", "extreme_pairs", "record_classes", "score_matrix",
+           "search_cost", "SearchResult", "Context", "search_contexts", "extreme_pairs", "record_classes", "score_matrix",
            "separations", "domain", "clean"]
 
 #: One-sided level of the shrinkage of select-sample proportions (one standard error).
@@ -445,21 +445,24 @@ class Context(NamedTuple):
     swapped: np.ndarray
 
 
-def contexts(records: np.ndarray, fill: np.ndarray, size: int, rng: np.random.Generator,
-             random: int = 2, sizes=None) -> list[Context]:
+def search_contexts(records: np.ndarray, fill: np.ndarray, min_size: int, rng: np.random.Generator,
+                    random: int = 2) -> list[Context]:
     """The contexts of a search, their number and sizes known from the records alone.
 
-    * **fills** of the smallest data set (``size`` records): ``size - 1`` copies of one
+    * **fills** of the smallest data set the problem allows (``size`` records, the first of
+      :data:`~kngflow.audit.pairs.SIZES` from ``max(min_size, 2)``): ``size - 1`` copies of one
       record of each class (:func:`record_classes`: the centre, an extreme, the opposite
       extreme) and a mixture of the centre and the extreme (half each), with the extreme
       pairs (:func:`extreme_pairs`) and the class representatives swapped in.  A mechanism
       whose noise, clipping or branch follows the data meets its extreme data sets here
       (every record small, every record alike);
     * ``random`` rests of copies of one or two fill records (the first at ``size``
-      records, the others of a size from ``sizes``), with every declared record swapped in
+      records, the others of a size from those sizes), with every declared record swapped in
       (past :data:`EXHAUSTIVE_RECORDS`: the extreme records and a random sample of the
       others, that many in all).
     """
+    sizes = _sizes(min_size)
+    size = sizes[0]
     k = len(records)
     classes = record_classes(records, fill)
     ends = sorted({i for p in extreme_pairs(records) for i in p} | set(classes.values()))
@@ -472,7 +475,7 @@ def contexts(records: np.ndarray, fill: np.ndarray, size: int, rng: np.random.Ge
                            np.vstack([np.tile(c, (half, 1)), np.tile(e, (size - 1 - half, 1))]), np.array(ends)))
     others = np.setdiff1d(np.arange(k), ends)
     for r in range(max(1, random)):
-        rest = _rest(fill, int(size if r == 0 or not sizes else rng.choice(sizes)), rng)
+        rest = _rest(fill, int(size if r == 0 else rng.choice(sizes)), rng)
         if k <= EXHAUSTIVE_RECORDS:
             swapped = np.arange(k)
         else:
@@ -564,14 +567,9 @@ def search_cost(problem, *, contexts: int = 2, moves: int = 8, score_draws: int 
     """Releases :func:`search_pair` draws with these settings on ``problem``'s declared
     records when the problem accepts every data set (fewer where it rejects some)."""
     records, fill = domain(problem)
-    plan = contexts_plan(records, fill, min_size, np.random.default_rng(0), contexts)
+    plan = search_contexts(records, fill, min_size, np.random.default_rng(0), contexts)
     refine = sum(2 * factor * keep for factor, keep in REFINE_ROUNDS)
     return score_draws * (sum(len(c.swapped) for c in plan) + 2 * moves + refine)
-
-
-def contexts_plan(records, fill, min_size, rng, random) -> list[Context]:
-    sizes = _sizes(min_size)
-    return contexts(records, fill, sizes[0], rng, random=random, sizes=sizes)
 
 
 def search_pair(sample: Callable[[list[np.ndarray], int], list], score: Callable[[np.ndarray, np.ndarray], float],
@@ -584,7 +582,7 @@ def search_pair(sample: Callable[[list[np.ndarray], int], list], score: Callable
     list, or None for a data set the problem rejects; ``score(a, b)`` rates two samples
     (higher: easier to tell apart).
 
-    1. **Contexts** (:func:`contexts`): the other records of the data set are part of the
+    1. **Contexts** (:func:`search_contexts`): the other records of the data set are part of the
        search.  Fills of the smallest data set the problem allows (copies of the centre,
        of an extreme, of the opposite extreme, and their mixture), with the extreme pairs
        and class representatives swapped in; then ``contexts`` random rests with every
@@ -607,8 +605,8 @@ def search_pair(sample: Callable[[list[np.ndarray], int], list], score: Callable
     """
     records, fill = domain(problem)
     k = len(records)
-    plan = contexts_plan(records, fill, min_size, rng, contexts)
-    found = []  # (criterion, score, rest, i, j)
+    plan = search_contexts(records, fill, min_size, rng, contexts)
+    found = []  # (criterion, rank key, rest, i, j): the score, or (-order, score) for the extreme pairs
     scored = 0
     extremes = extreme_pairs(records)
     for ctx in plan:
@@ -625,7 +623,7 @@ def search_pair(sample: Callable[[list[np.ndarray], int], list], score: Callable
                 a, b = np.unravel_index(int(f), S.shape)
                 if np.isfinite(S[a, b]):
                     found.append((crit, float(S[a, b]), ctx.rest, idx[a], idx[b]))
-        where = {r: k for k, r in enumerate(idx)}
+        where = {r: pos for pos, r in enumerate(idx)}
         for rank, (i, j) in enumerate(extremes):  # candidates for the refinement: l1, l2, linf, the axes
             if i in where and j in where:
                 a, b = sorted((where[i], where[j]))
@@ -648,8 +646,8 @@ def search_pair(sample: Callable[[list[np.ndarray], int], list], score: Callable
                 if _key(p) not in keys and _key(p.swapped()) not in keys:
                     keys.add(_key(p))
                     top.append((crit, s, p))
-    best_s, best = max(((s, p) for c, s, p in top if c == "predicted bound"), key=lambda t: t[0])
-    top = [(c, s[1] if isinstance(s, tuple) else s, p) for c, s, p in top]
+    best_s, best = max(((s, p) for c, s, p in top if c == "predicted bound"), key=lambda t: t[0],
+                       default=(-np.inf, top[0][2]))
     seen = {_key(best)}
     tried = 0
     for _ in range(4 * moves):
