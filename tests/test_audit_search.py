@@ -16,8 +16,8 @@ from kngflow.audit.blackbox import _Sampler
 from kngflow.audit.calibration import Ball, Ball8, Disc, LaplaceMean
 from kngflow.audit.runner import releases
 from kngflow.audit import search as search_module
-from kngflow.audit.search import (REFINE_TOP, best_predicted, clean, contexts, domain, extreme_pairs, record_classes,
-                                   score_matrix, search_pair, separations)
+from kngflow.audit.search import (REFINE_TOP, best_predicted, clean, domain, extreme_pairs, record_classes,
+                                   score_matrix, search_contexts, search_pair, separations)
 
 LEVEL = 1e-5 / 8
 
@@ -68,7 +68,7 @@ def test_extreme_pairs_and_classes():
     classes = record_classes(records, fill)
     assert np.all(records[classes["centre"]] == 0)
     assert np.linalg.norm(records[classes["extreme"]]) == pytest.approx(1)
-    ctx = contexts(records, fill, 8, np.random.default_rng(0))
+    ctx = search_contexts(records, fill, 8, np.random.default_rng(0))
     ends = {i for p in pairs for i in p}
     fills = [c for c in ctx if c.kind.startswith("fill")]
     assert len(fills) == 4 and all(ends <= set(c.swapped) for c in ctx)
