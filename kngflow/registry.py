@@ -47,6 +47,7 @@ BUILTIN_MODELS = {
     "logistic": "kngflow.models.logistic",
     "pca": "kngflow.models.pca",
     "svm": "kngflow.models.svm",
+    "kmeans": "kngflow.models.kmeans",
 }
 
 #: the entry-point group of outside models (name -> module exposing PROBLEM and MECHANISMS)
