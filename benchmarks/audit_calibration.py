@@ -24,6 +24,7 @@ chosen is at the domain's ℓ1 diameter, the median draws and the median seconds
 from __future__ import annotations
 
 import argparse
+import inspect
 import time
 from concurrent.futures import ProcessPoolExecutor
 
@@ -47,7 +48,7 @@ def rows(groups, dependent=("l2 disc", "l2 ball (3-D)")):
                 for g in WIDE for loss in (1.0, 1.5)]
     if "data-dependent" in groups:
         for g, name, _, mech, broken in data_dependent_suite(dependent):
-            opts = {k: getattr(mech, k) for k in ("floor", "factor", "below") if hasattr(mech, k)}
+            opts = {k: getattr(mech, k) for k in inspect.signature(type(mech)).parameters}
             out.append(("data-dependent", g, name + ("" if broken else " (twin)"), type(mech).__name__, opts, broken))
     return out
 
