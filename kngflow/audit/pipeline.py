@@ -430,8 +430,6 @@ def choose_draws(ctx: AuditContext, steps: list[Step], spent: float = 0.0,
     larger)."""
     if ctx.options.draws is not None:
         return int(ctx.options.draws)
-    if not any(s.cost(ctx, 1000) for s in steps):
-        return DEFAULT_DRAWS
 
     def count(n):
         return sum(s.cost(ctx, n) for s in steps)
