@@ -192,9 +192,12 @@ def test_the_outside_model_runs_reports_and_audits(site, tmp_path):
     text = (out / "report.md").read_text()
     assert "kng" in text and "nonprivate" in text
 
-    audit = kngflow_cli("audit", "kng", "--problem", "boxmean", "--no-progress", env=_env(site), timeout=600)
+    # 50 000 draws, not the time budget's (up to 500 000 for fast releases)
+    audit = kngflow_cli("audit", "kng", "--problem", "boxmean", "--no-progress", "--draws", "50000", env=_env(site),
+                        timeout=600)
     assert audit.returncode == 0, audit.stdout + audit.stderr
     assert "exact audit of KNG()" in audit.stdout and "verdict: PASS" in audit.stdout
     # negative control: the model's own half-noise twin is flagged
-    half = kngflow_cli("audit", "kng_half", "--problem", "boxmean", "--no-progress", env=_env(site), timeout=600)
+    half = kngflow_cli("audit", "kng_half", "--problem", "boxmean", "--no-progress", "--draws", "50000", env=_env(site),
+                       timeout=600)
     assert half.returncode == 1, half.stdout + half.stderr

@@ -53,6 +53,8 @@ def tutorial(tmp_path_factory):
     for argv, status in commands:
         argv = [a for a in argv if a != "--no-dashboard"] + (["--no-dashboard", "--no-progress"]
                                                               if argv[0] == "run" else [])
+        if argv[0] == "audit":  # 50 000 draws, not the time budget's (up to 500 000 for these fast releases)
+            argv += ["--draws", "50000"]
         proc = kngflow_cli(*argv, cwd=folder, env=_env(folder), timeout=600)
         results.append((argv, status, proc))
     return folder, results
