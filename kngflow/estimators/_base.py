@@ -52,9 +52,7 @@ def check_domain(X: np.ndarray, data_norm, radius, name: str = "X") -> RecordDom
     lies in it: one-line ValueError naming ``name``, the domain and the largest row norm
     otherwise (never a clip).  ValueError naming ``data_norm`` or ``radius`` when invalid."""
     domain = record_domain(data_norm, radius)
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    if not domain.contains(X):
-        raise ValueError(f"{name}: {domain.violation(X)}")
+    domain.require(np.ascontiguousarray(X, dtype=np.float64), name)
     return domain
 
 

@@ -118,6 +118,11 @@ class RecordDomain(NamedTuple):
             return bool(_rows_within(X, 2, r * r * (1.0 + ROUNDING_SLACK)))
         return bool(_rows_within(X, 1, r * (1.0 + ROUNDING_SLACK)))
 
+    def require(self, X: np.ndarray, name: str = "X") -> None:
+        """A one-line ValueError naming ``name`` unless every row of ``X`` lies in the ball."""
+        if not self.contains(X):
+            raise ValueError(f"{name}: {self.violation(X)}")
+
     def violation(self, X: np.ndarray) -> str:
         """A one-line message for data outside the ball (the largest row norm, or NaN/inf)."""
         if not np.all(np.isfinite(X)):

@@ -141,8 +141,7 @@ def check_logistic_data(data) -> LogisticData:
         domain = record_domain(domain.data_norm, domain.radius)
     except ValueError as exc:
         raise ValueError(f"data.{exc}") from None
-    if not domain.contains(X):
-        raise ValueError(f"data.X: {domain.violation(X)}")
+    domain.require(X, "data.X")
     if not np.all((y == 0.0) | (y == 1.0)):
         raise ValueError("data.y must hold only 0 and 1")
     return data

@@ -121,8 +121,8 @@ def logistic_data(X, y, *, radius=1.0, data_norm="linf") -> LogisticData:
     if domain == BOX:
         if not (X.min() >= -1.0 and X.max() <= 1.0):  # NaN fails both; no copy of X
             raise ValueError("X must be finite and in [-1, 1] (rescale the covariates with public bounds)")
-    elif not domain.contains(X):
-        raise ValueError(f"X: {domain.violation(X)}")
+    else:
+        domain.require(X)
     y = np.asarray(y, dtype=np.float64)
     if y.shape != (X.shape[0],):
         raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")

@@ -204,8 +204,8 @@ def svm_data(X, y, h: float = 0.5, *, radius=1.0, data_norm="l2") -> SVMData:
     y = np.ascontiguousarray(np.asarray(y, dtype=np.float64))
     if y.shape != (X.shape[0],):
         raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
-    if domain != UNIT_BALL and not domain.contains(X):
-        raise ValueError(f"X: {domain.violation(X)}")
+    if domain != UNIT_BALL:
+        domain.require(X)
     return check_svm_data(SVMData(X, y, check_smoothing(h), domain.radius, domain.data_norm))
 
 
@@ -231,8 +231,7 @@ def check_svm_data(data) -> SVMData:
             domain = record_domain(domain.data_norm, domain.radius)
         except ValueError as exc:
             raise ValueError(f"data.{exc}") from None
-        if not domain.contains(X):
-            raise ValueError(f"data.X: {domain.violation(X)}")
+        domain.require(X, "data.X")
     if not np.all((y == 1.0) | (y == -1.0)):
         raise ValueError("data.y must hold only -1 and +1")
     check_smoothing(data.h)
