@@ -399,10 +399,14 @@ def extreme_pairs(records: np.ndarray) -> list[tuple[int, int]]:
     x = np.asarray(records, dtype=float)
     if len(x) < 2:
         return []
-    diff = np.abs(x[:, None, :] - x[None, :, :])
-    dists = [diff.sum(-1), np.sqrt((diff ** 2).sum(-1)), diff.max(-1)] + [diff[:, :, j] for j in range(x.shape[1])]
+    from scipy.spatial.distance import cdist
+
+    def dists():  # one (k, k) matrix at a time: never the (k, k, d) differences
+        yield from (cdist(x, x, metric) for metric in ("cityblock", "euclidean", "chebyshev"))
+        yield from (np.abs(np.subtract.outer(x[:, j], x[:, j])) for j in range(x.shape[1]))
+
     out = []
-    for D in dists:
+    for D in dists():
         i, j = np.unravel_index(int(np.argmax(D)), D.shape)
         p = (int(min(i, j)), int(max(i, j)))
         if i != j and p not in out:
