@@ -105,14 +105,14 @@ def test_bad_spec_exits_2_and_touches_no_store(case, partial_store, tmp_path):
     # an existing store: not a byte nor an mtime changes
     _, store = partial_store
     before = snapshot(store)
-    proc = kngflow_cli("run", spec, "--store", store, "--workers", 1, "--no-dashboard")
+    proc = kngflow_cli("run", spec, "--store", store, "--workers", 1, "--no-dashboard", process=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert_one_error(proc.stderr, rf"invalid spec {re.escape(str(spec))}: ", field, allowed)
     assert proc.stderr.count("\n") == 1  # one line
     assert proc.stdout == ""
     assert snapshot(store) == before
     # a new store path: nothing is created
-    proc = kngflow_cli("run", spec, "--store", tmp_path / "new.zarr", "--workers", 1, "--no-dashboard")
+    proc = kngflow_cli("run", spec, "--store", tmp_path / "new.zarr", "--workers", 1, "--no-dashboard", process=False)
     assert proc.returncode == 2 and proc.stderr.count("error:") == 1, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"]
 
@@ -134,7 +134,7 @@ def test_store_of_another_spec_exits_2_untouched(change, why, partial_store, tmp
     other = tmp_path / "other.toml"
     other.write_text(change(spec_path.read_text()))
     before = snapshot(store)
-    proc = kngflow_cli("run", other, "--store", store, "--workers", 1, "--no-dashboard")
+    proc = kngflow_cli("run", other, "--store", store, "--workers", 1, "--no-dashboard", process=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert_one_error(
         proc.stderr, r"was made from a different spec", r"only adding n, epsilon, mechanisms or replicates", why
@@ -176,7 +176,7 @@ def test_bad_arguments_exit_2_and_touch_no_store(args, message, partial_store, t
     listing = sorted(p.name for p in tmp_path.iterdir())
     before = snapshot(store)
     for target in (store, tmp_path / "new.zarr"):
-        proc = kngflow_cli("run", spec, "--store", target, *args)
+        proc = kngflow_cli("run", spec, "--store", target, *args, process=False)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert "Traceback" not in proc.stderr and proc.stderr.count("error:") == 1, proc.stderr
         assert re.search(message, proc.stderr), proc.stderr
@@ -189,7 +189,7 @@ def test_store_path_that_is_no_store_exits_2_untouched(partial_store, tmp_path):
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "notes.txt").write_text("not a store\n")
     before = snapshot(tmp_path)
-    proc = kngflow_cli("run", spec, "--store", tmp_path / "results", "--workers", 1, "--no-dashboard")
+    proc = kngflow_cli("run", spec, "--store", tmp_path / "results", "--workers", 1, "--no-dashboard", process=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert_one_error(proc.stderr, r"results is not a zarr store")
     assert snapshot(tmp_path) == before

@@ -450,7 +450,7 @@ def test_connecting_says_where_and_how_long(tmp_path):
 def test_store_that_is_a_file_is_refused(tmp_path):
     (tmp_path / "spec.toml").write_text(tiny_spec())
     (tmp_path / "s.zarr").write_text("not a directory\n")
-    proc = kngflow_cli("run", tmp_path / "spec.toml", "--store", tmp_path / "s.zarr", "--workers", 1)
+    proc = kngflow_cli("run", tmp_path / "spec.toml", "--store", tmp_path / "s.zarr", "--workers", 1, process=False)
     assert proc.returncode == 2
     one_error_line(proc, r"--store \S+s\.zarr is a file, not a directory")
     assert proc.stdout == "" and (tmp_path / "s.zarr").read_text() == "not a directory\n"
@@ -533,7 +533,7 @@ def test_absurd_grid_exits_2_at_once(grid, pattern, tmp_path):
 
 def test_non_utf8_spec_is_one_line(tmp_path):
     (tmp_path / "spec.toml").write_bytes(tiny_spec().replace('"tiny"', '"\xe9t\xe9"').encode("latin-1"))
-    proc = kngflow_cli("run", tmp_path / "spec.toml", "--store", tmp_path / "s.zarr")
+    proc = kngflow_cli("run", tmp_path / "spec.toml", "--store", tmp_path / "s.zarr", process=False)
     assert proc.returncode == 2
     one_error_line(proc, r"invalid spec \S+: spec: '\S+spec\.toml' is not UTF-8 text \(byte 0xe9")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.toml"]

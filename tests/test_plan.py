@@ -94,7 +94,7 @@ def test_task_timeout_marks_cells_failed(tmp_path):
 @pytest.mark.parametrize("arg", [("--task-timeout", "0"), ("--flush-seconds", "-1")])
 def test_bad_times_exit_2(tmp_path, arg):
     (tmp_path / "spec.toml").write_text(tiny_spec())
-    proc = kngflow_cli("run", tmp_path / "spec.toml", "--store", tmp_path / "s.zarr", *arg)
+    proc = kngflow_cli("run", tmp_path / "spec.toml", "--store", tmp_path / "s.zarr", *arg, process=False)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.splitlines() == [f"kngflow: error: {arg[0]} must be > 0, got {float(arg[1])}"]
     assert not (tmp_path / "s.zarr").exists()

@@ -99,7 +99,7 @@ def test_bad_problem_option_exits_2(tmp_path, old, new, field):
     bad = tmp_path / "bad.toml"
     bad.write_text(text.replace(old, new, 1))
     store = tmp_path / "bad.zarr"
-    proc = kngflow_cli("run", bad, "--store", store, "--workers", 1, "--no-dashboard")
+    proc = kngflow_cli("run", bad, "--store", store, "--workers", 1, "--no-dashboard", process=False)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and field in proc.stderr and "Traceback" not in proc.stderr
     assert not store.exists()

@@ -173,7 +173,7 @@ def test_valid_dataset_specs_parse():
 def test_cli_spec_error_is_one_line_exit_2(tmp_path, text, field):
     spec = tmp_path / "bad.toml"
     spec.write_text(text)
-    proc = kngflow_cli("run", spec, "--store", tmp_path / "s.zarr", "--workers", 1, "--no-dashboard")
+    proc = kngflow_cli("run", spec, "--store", tmp_path / "s.zarr", "--workers", 1, "--no-dashboard", process=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and f"{field}: " in proc.stderr, proc.stderr
     assert "20190" in proc.stderr or "['randhie']" in proc.stderr
