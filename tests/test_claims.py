@@ -252,6 +252,7 @@ def test_report_prints_and_writes_the_verdicts(store, tmp_path):
     assert "Paper claims" in html and '<strong class="disagrees">disagrees</strong>' in html
 
 
+@pytest.mark.slow
 def test_report_finds_the_study_claims_file_and_can_skip_it(store, tmp_path):
     (tmp_path / "workflows").mkdir()
     (tmp_path / "workflows" / "demo.claims.toml").write_text(claim(type="ordering", mechanisms=["good", "bad"]))

@@ -155,6 +155,7 @@ def test_signal_prints_one_line(sig, status, progress, target, tmp_path):
     assert ds.done.sum() > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
 def test_signal_on_a_separate_dask_scheduler_prints_one_line(sig, status, tmp_path):
     """A run on a ``dask scheduler`` with two ``dask worker`` processes (each in its own
@@ -191,6 +192,7 @@ def test_signal_on_a_separate_dask_scheduler_prints_one_line(sig, status, tmp_pa
         procs.close()
 
 
+@pytest.mark.slow
 def test_busy_dashboard_port_gives_one_line_naming_the_port_used(tmp_path):
     """distributed's "Port N is already in use ... UserWarning" stays off the terminal: one line
     of ours names the busy port and the dashboard's address."""
@@ -210,6 +212,7 @@ def test_busy_dashboard_port_gives_one_line_naming_the_port_used(tmp_path):
     assert "UserWarning" not in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_progress_off_a_terminal_is_plain_lines(tmp_path):
     """stderr to a file (a batch job's log): plain progress lines, no carriage returns; the last
     one at 100 %."""
@@ -226,6 +229,7 @@ def test_progress_off_a_terminal_is_plain_lines(tmp_path):
     assert lines[0].startswith("cells: 0/48 (0.0%)") and lines[-1].startswith("cells: 48/48 (100.0%)"), err
 
 
+@pytest.mark.slow
 def test_progress_on_a_terminal_is_a_bar(tmp_path):
     """Control of the test above: with stderr on a terminal (a pseudo-terminal here) the
     progress is tqdm's bar, redrawn in place with carriage returns."""
@@ -291,6 +295,7 @@ def test_log_file_takes_the_logs_of_client_and_workers(tmp_path):
     assert re.search(r"^\S+ \S+ \d+ distributed\.nanny WARNING: Restarting worker", text, re.M), text
 
 
+@pytest.mark.slow
 def test_local_workers_ignore_signals_and_write_stderr_to_the_log_file(tmp_path):
     from distributed import Client
 
@@ -326,6 +331,7 @@ def _log_records():
     return any(isinstance(f, quiet._Drop) for f in lg.filters)
 
 
+@pytest.mark.slow
 def test_a_local_workers_failed_heartbeat_at_close_stays_off_the_terminal(tmp_path, capfd):
     """The closing scheduler of a local cluster can meet a worker's heartbeat; distributed then
     logs the closed stream with a traceback (seen once at the end of a successful run).  With a
@@ -436,6 +442,7 @@ def test_bad_target_is_refused_before_any_cluster_starts(case, tmp_path):
     assert sorted(tmp_path.iterdir()) == listing
 
 
+@pytest.mark.slow
 def test_connecting_says_where_and_how_long(tmp_path):
     (tmp_path / "spec.toml").write_text(tiny_spec())
     dead = _dead_address()
@@ -575,6 +582,7 @@ def test_lock_written_on_another_host_is_refused(tmp_path):
     assert lock_path(store).exists() and not store.exists()
 
 
+@pytest.mark.slow
 def test_stale_lock_of_a_killed_run_is_taken_over(tmp_path):
     store = tmp_path / "s.zarr"
     killed = subprocess.run(

@@ -467,6 +467,7 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_scheduler_file_script_runs_a_cluster(tmp_path):
     from distributed import Client
 

@@ -325,6 +325,7 @@ def test_the_readme_is_a_guide():
         assert (ROOT / page).exists(), page
 
 
+@pytest.mark.slow
 def test_mkdocs_build_strict(tmp_path):
     """``mkdocs build --strict``: warnings (a broken link or anchor, a docstring griffe cannot
     read, a page missing from the nav) are errors."""

@@ -73,6 +73,7 @@ def test_report_and_status_on_real_store(figure1_store, tmp_path):
     assert status.returncode == 0 and "2400 done, 0 failed, 2400 total" in status.stdout
 
 
+@pytest.mark.slow
 @needs_chromium
 @needs_poppler
 def test_figure1_html_report_fits_the_page_and_prints(figure1_store, tmp_path):

@@ -17,6 +17,9 @@ from daskprocs import DaskProcesses, kill_group
 from kngflow import store as st
 from kngflow.store import VARIABLES
 
+#: every test here drives real processes (a cluster, a killed run, a full disk)
+pytestmark = pytest.mark.slow
+
 RUN = ("--workers", 1, "--no-dashboard", "--no-progress")
 
 

@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import pytest
 import xarray as xr
 import zarr
 
@@ -22,6 +23,8 @@ from conftest import DETERMINISTIC, assert_same, kngflow_cli, kngflow_command
 
 LEGACY = Path(__file__).with_name("data") / "legacy_smoke.zarr"
 SPEC = Path(__file__).resolve().parents[1] / "workflows" / "smoke.toml"
+
+pytestmark = pytest.mark.slow  # a real run resumes the store
 
 
 def test_legacy_store_opens_reports_and_resumes_bit_for_bit(tmp_path):

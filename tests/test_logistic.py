@@ -112,6 +112,7 @@ def test_exact_audit_passes_and_catches_the_control(norm, control):
     assert not bad.passed, bad.summary()
 
 
+@pytest.mark.slow
 def test_logistic_study_through_the_cli(tmp_path):
     spec = tmp_path / "logistic.toml"
     spec.write_text(

@@ -266,6 +266,7 @@ def test_workflow_builds_its_problem_and_mechanisms(name):
         assert rel.estimate.shape == (problem.d,) and np.isfinite(problem.error(rel.estimate))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["kng_mean", "kng_geomedian"])
 def test_plugin_problem_runs_and_reports_through_the_cli(tmp_path, name):
     """The engine, store and report run a new problem without knowing its name."""

@@ -37,6 +37,7 @@ def test_default_task_timeout_is_whole_seconds_and_at_least_five_minutes():
     assert default_task_timeout(SimpleNamespace(max_task_seconds=147.429)) == 2949.0  # 20 x, rounded up
 
 
+@pytest.mark.slow
 def test_plan_counts_what_a_store_already_holds(tmp_path):
     spec = tmp_path / "spec.toml"
     spec.write_text(tiny_spec(n=(20,), epsilon=(1.0,), replicates=3))
@@ -54,6 +55,7 @@ def test_plan_counts_what_a_store_already_holds(tmp_path):
     assert bad.returncode == 2 and bad.stdout == "" and "different spec" in bad.stderr.splitlines()[0]
 
 
+@pytest.mark.slow
 def test_run_refuses_a_plan_over_the_limits_without_yes(tmp_path):
     (tmp_path / "spec.toml").write_text(HUGE)
     plan = kngflow_cli("plan", tmp_path / "spec.toml")
@@ -72,6 +74,7 @@ def test_run_refuses_a_plan_over_the_limits_without_yes(tmp_path):
     assert ok.returncode == 0, ok.stdout + ok.stderr
 
 
+@pytest.mark.slow
 def test_task_timeout_marks_cells_failed(tmp_path):
     (tmp_path / "spec.toml").write_text(tiny_spec(n=(20,), epsilon=(1.0,), replicates=40))
     store = tmp_path / "s.zarr"

@@ -169,6 +169,7 @@ def fig1_report(tmp_path_factory):
     return tmp / "report", proc.stdout
 
 
+@pytest.mark.slow
 def test_figure1_report_shows_bias_and_rmse_per_coefficient_and_its_claims(fig1_report):
     md = (fig1_report[0] / "report.md").read_text(encoding="utf-8")
     section = md[md.index("## Bias and RMSE per coefficient"):]

@@ -68,6 +68,7 @@ def pilot(tmp_path_factory):
     return tmp, spec, tmp / "study.zarr"
 
 
+@pytest.mark.slow
 def test_planned_replicates_reach_the_target(pilot):
     _, spec, store = pilot
     pilot_se = _mcse(store)

@@ -48,6 +48,7 @@ def test_new_stores_have_checksums_and_a_format(sound):
     assert any(type(c).__name__ == "Crc32cCodec" for c in codecs)
 
 
+@pytest.mark.slow
 def test_truncated_chunk_is_found_and_repaired_bit_for_bit(sound, tmp_path):
     spec, good = sound
     store = _copy(sound, tmp_path)
@@ -94,6 +95,7 @@ def _undo(store, replicate: int) -> None:
     done[...] = flags
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["zarr.json", "zarr.json missing", "estimate/zarr.json", "n/zarr.json missing",
                                     "done/zarr.json"])
 def test_damaged_metadata_is_rebuilt_from_the_spec_and_the_run_resumes(sound, tmp_path, target):
