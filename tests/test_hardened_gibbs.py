@@ -23,7 +23,7 @@ from kngflow.api import get_mechanism, get_problem
 from kngflow.mechanisms.hardening import dyadic_lattice
 from kngflow.kernels.metropolis import new_tuner
 from kngflow.models.linear.sampler import KIND_EXP, KIND_KNG_L1, KIND_KNG_LINF, _gibbs_start, _gibbs_sweeps
-from kngflow.models.quantreg.sampler import TARGET_KNG, _qr_conditional, _qr_exp_conditional, _qr_exp_lattice
+from kngflow.models.quantreg.gibbs import TARGET_KNG, _qr_conditional, _qr_exp_conditional, _qr_exp_lattice
 
 #: chi-square checks in this file (each of the 5 conditionals: the law and its controls)
 P_MIN = 1e-4 / 5

@@ -18,7 +18,8 @@ from scipy import stats
 from kngflow._jit import jit
 from kngflow.kernels import generic
 from kngflow.models.linear import sampler as linear
-from kngflow.models.quantreg import sampler as quantile
+from kngflow.models.quantreg.gibbs import TARGET_EXP
+from kngflow.models.quantreg.metropolis import qr_metropolis_chains
 from kngflow.kernels.metropolis import (
     GENERIC,
     LINEAR,
@@ -231,6 +232,6 @@ def test_quantile_1d_exponential_law():
     rng = np.random.default_rng(5)
     out = np.empty((CHAINS, 1))
     acc = np.empty(CHAINS)
-    quantile.qr_metropolis_chains(rng, X, y, 0.5, 0.3, np.zeros(1), 1.0, 0.0, quantile.TARGET_EXP, 0, 200, out, acc)
+    qr_metropolis_chains(rng, X, y, 0.5, 0.3, np.zeros(1), 1.0, 0.0, TARGET_EXP, 0, 200, out, acc)
     assert stats.kstest(out[:, 0], "uniform", args=(-1.0, 2.0)).pvalue > P_REJECT
     assert stats.kstest(out[:, 0], "uniform", args=(-1.5, 3.0)).pvalue < P_REJECT  # wrong scale

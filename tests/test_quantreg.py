@@ -13,7 +13,7 @@ from kngflow.api import get_mechanism
 from kngflow.mechanisms.generic import Sampled
 from kngflow.models.quantreg.mechanisms import KNG
 from kngflow.api import get_problem
-from kngflow.models.quantreg.sampler import _qr_exp_conditional
+from kngflow.models.quantreg.gibbs import _qr_exp_conditional
 from kngflow.models.quantreg.problem import (
     check_gradient,
     check_loss,
@@ -379,7 +379,7 @@ def test_mechanism_bad_options():
 
 @pytest.mark.parametrize("case", ["uniform", "normal", "cauchy", "ties", "clustered", "constant", "one"])
 def test_bucket_argsort(case):
-    from kngflow.models.quantreg.sampler import bucket_argsort
+    from kngflow.models.quantreg.gibbs import bucket_argsort
 
     rng = np.random.default_rng(16)
     m = 5000

@@ -3,7 +3,7 @@
 Every one-at-a-time random-walk Metropolis sampler of the package
 (:func:`kngflow.kernels.generic.metropolis_chains` and its preconditioned variant,
 :func:`kngflow.models.linear.sampler.metropolis_chains`,
-:func:`kngflow.models.quantreg.sampler.qr_metropolis_chains`) runs the same scheme; they
+:func:`kngflow.models.quantreg.metropolis.qr_metropolis_chains`) runs the same scheme; they
 differ only in how a proposal's energy is computed (a callback, a residual update, a
 band of residuals) and in the numbers of their adaptation schedule.  The scheme is
 written here once, as small jitted pieces that the samplers' loops call:
@@ -100,7 +100,7 @@ class Adaptation(NamedTuple):
 
 
 #: :func:`~kngflow.kernels.generic.metropolis_chains` and
-#: :func:`~kngflow.models.quantreg.sampler.qr_metropolis_chains`: every 20 sweeps, gain 2,
+#: :func:`~kngflow.models.quantreg.metropolis.qr_metropolis_chains`: every 20 sweeps, gain 2,
 #: scales in ``[1e-12, 2 radius]``
 GENERIC = Adaptation(every=20, batch=20, rate=2.0, target=TARGET_ACCEPTANCE, lo=MIN_SCALE, hi=2.0)
 #: :func:`~kngflow.kernels.generic.precond_metropolis_chains`: as :data:`GENERIC`, but each

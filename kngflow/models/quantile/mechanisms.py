@@ -2,7 +2,7 @@
 
 Data are :class:`~kngflow.models.quantile.problem.QuantileData` (sorted, inside public bounds
 ``[lower, upper]``, which are also ``Theta`` with its uniform base measure).  Both
-densities are sampled exactly (:func:`kngflow.models.quantreg.sampler.quantile_draws`: interval
+densities are sampled exactly (:func:`kngflow.models.quantile.sampler.quantile_draws`: interval
 masses between order statistics in log space); the generic Metropolis kernel stays
 available (``sampler="metropolis"``) and is checked against the exact sampler in the tests.
 """

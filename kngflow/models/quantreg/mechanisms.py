@@ -3,10 +3,10 @@
 Data are :class:`~kngflow.models.quantreg.problem.QuantRegData` (``x`` in ``[-1, 1]^d``,
 ``y = Y / scale`` in ``[-1, 1]``); estimates are multiplied by ``scale``.  Sensitivities
 are derived in :mod:`kngflow.models.quantreg.problem`.  Samplers: exact coordinate Gibbs
-(uniform base; :func:`kngflow.models.quantreg.sampler.qr_gibbs_chains`; a Gibbs update sorts
+(uniform base; :func:`kngflow.models.quantreg.gibbs.qr_gibbs_chains`; a Gibbs update sorts
 its breaks, expected ``O(n)``) and the generic random-walk Metropolis chain (any base)
 with its energy evaluated on a band of residuals near zero
-(:func:`kngflow.models.quantreg.sampler.qr_metropolis_chains`: ``O(n d)`` only when the band
+(:func:`kngflow.models.quantreg.metropolis.qr_metropolis_chains`: ``O(n d)`` only when the band
 is rebuilt, else ``O(band d)``).  The policy runs Gibbs for the exponential mechanism and
 Metropolis for KNG (see :class:`KNG`).
 """
@@ -17,17 +17,9 @@ import numpy as np
 
 from kngflow.models.quantreg.problem import QuantRegData, gradient_sensitivity, loss_sensitivity, quantreg_lp
 from kngflow.kernels.generic import NORM_CODES
-from kngflow.models.quantreg.sampler import (
-    TARGET_EXP,
-    TARGET_KNG,
-    qr_gibbs_chains,
-    qr_gradient,
-    qr_loss,
-    qr_metropolis_chains,
-    qr_smooth_gradient,
-    qr_smooth_hessian,
-    smooth_bandwidth,
-)
+from kngflow.models.quantreg.gibbs import TARGET_EXP, TARGET_KNG, qr_gibbs_chains
+from kngflow.models.quantreg.gradients import qr_gradient, qr_loss, qr_smooth_gradient, qr_smooth_hessian, smooth_bandwidth
+from kngflow.models.quantreg.metropolis import qr_metropolis_chains
 from kngflow.mechanisms.draws import DrawInfo
 from kngflow.mechanisms.generic import GenericExponential, GenericKNG, NonPrivateBase
 
@@ -87,7 +79,7 @@ class _QuantReg:
 
     def draw_metropolis(self, data, epsilon, rng, size, steps=None, lattice=0.0):
         """The generic Metropolis chain, its energy evaluated on a residual band (see
-        :func:`kngflow.models.quantreg.sampler.qr_metropolis_chains`); same returns as the generic one."""
+        :func:`kngflow.models.quantreg.metropolis.qr_metropolis_chains`); same returns as the generic one."""
         a = self.rate(data, epsilon)
         center, B = self.domain(data)
         out = np.empty((size, data.d))
@@ -134,7 +126,7 @@ class KNG(_QuantReg, GenericKNG):
     #: the paper's random-walk Metropolis chain (``steps`` sweeps from 0), then 50
     #: independence-Metropolis proposals from its end, drawn from a mixture of the base
     #: measure and the gradient map of the logistic-smoothed check loss (bandwidth
-    #: :func:`~kngflow.models.quantreg.sampler.smooth_bandwidth`) frozen at its minimiser and
+    #: :func:`~kngflow.models.quantreg.gradients.smooth_bandwidth`) frozen at its minimiser and
     #: moved by chord steps to the exact gradient's zero, each accepted on the exact density.
     #: The walk alone does not mix at large n: with 1000 steps it matches the exact law up to
     #: n = 10^4, but at n = 10^5 1.2-1.5 % of its releases stay far from the mode (errors

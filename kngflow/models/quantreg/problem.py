@@ -247,6 +247,8 @@ class QuantRegProblem(Problem):
     protocol: str = "paper"
     y_bound: float | None = None
     name: str = field(default="quantreg", init=False)
+    #: the non-private error falls like n^(-1/2) (a √n-consistent estimator against the truth)
+    error_rate_in_n = -0.5
     audit_defaults = {"protocol": "public_bound", "y_bound": 1.0}
 
     @classmethod
