@@ -21,7 +21,7 @@ from scipy import stats as sps
 
 from kngflow.api import get_mechanism, get_problem
 from kngflow.kernels.dd import certified_solve, inverse_norm_bound
-from kngflow.models.linear.mechanisms import ETA_BITS, certified_factors, two_sum_arrays
+from kngflow.models.linear.certified import ETA_BITS, certified_factors, two_sum_arrays
 from kngflow.models.linear.sampler import KIND_KNG_LINF, metropolis_chains
 from kngflow.sweep.spec import SpecError, parse_spec
 

@@ -2,7 +2,7 @@
 
 ``problem``: Algorithm 1's data (or a real data set) as streaming sufficient statistics;
 ``mechanisms``: non-private OLS, KNG and the exponential mechanism (exact samplers, Gibbs,
-Metropolis: ``sampler``), objective perturbation; ``ss``: noisy sufficient statistics;
+Metropolis: ``sampler``); ``objective``: objective perturbation; ``ss``: noisy sufficient statistics;
 ``erm``: the private-ERM baselines on the squared loss.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from kngflow.models.linear import erm
 from kngflow.models.linear import mechanisms
+from kngflow.models.linear import objective
 from kngflow.models.linear import problem
 from kngflow.models.linear import ss
 
@@ -20,8 +21,8 @@ MECHANISMS = {
     "nonprivate": mechanisms.NonPrivate,
     "kng": mechanisms.KNG,
     "exponential": mechanisms.Exponential,
-    "objective": mechanisms.ObjectivePerturbation,
-    "objective_ext": mechanisms.ExtendedObjectivePerturbation,
+    "objective": objective.ObjectivePerturbation,
+    "objective_ext": objective.ExtendedObjectivePerturbation,
     "ss": ss.SufficientStatistics,
     "output": erm.OutputPerturbation,
     "noisy_gd": erm.NoisyGD,

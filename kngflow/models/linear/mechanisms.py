@@ -3,93 +3,44 @@
 All mechanisms read scaled sufficient statistics (:class:`~kngflow.models.linear.problem.LinearStats`:
 ``x`` in ``[-1, 1]^d``, ``y' = y / scale`` in ``[-1, 1]``) and return estimates multiplied by
 ``scale``.  Sensitivities are derived in :mod:`kngflow.models.linear.problem`; each class's
-docstring states the density it samples and why it is ε-DP.
+docstring states the density it samples and why it is ε-DP.  Objective perturbation is in
+:mod:`kngflow.models.linear.objective`, the hardened releases' certified numerics in
+:mod:`kngflow.models.linear.certified`.
+
+Why KNG and the exponential mechanism here do not use the generic path
+(:class:`~kngflow.mechanisms.generic.GenericKNG`, which five other models use and which a
+new model should copy): the squared loss's gradient ``2 (G theta - c)`` is affine in
+``theta``, so both densities have exact samplers on the sufficient statistics alone
+(:mod:`kngflow.models.linear.sampler`: a K-norm ball's radius and direction for KNG, a
+Gaussian restricted to the ℓ1 ball for the exponential mechanism), at ``O(d^2)`` per draw
+whatever ``n``, and their hardened releases certify the affine map in double-double.  The
+Gibbs and Metropolis fallbacks (same module) also run on the statistics; from the generic
+path this model shares only the gradient-map sampler (``sampler="gradient_map"``).
 """
 
 from __future__ import annotations
 
-
-import functools
 import math
 
 import numpy as np
 
 from kngflow._jit import jit
+from kngflow.kernels.dd import affine_dd, certified_solve, scale_dd
+from kngflow.mechanisms.base import (SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int,
+                                     check_positive, check_rng)
+from kngflow.mechanisms.claims import Density
 from kngflow.mechanisms.draws import DrawInfo
 from kngflow.mechanisms.generic import GRADIENT_MAP_PROPOSALS, gradient_map_draws
-from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, HardeningError, coupling_hardening, dyadic_lattice, snap
-from kngflow.kernels.dd import (affine_dd, certified_solve, certify_quadratic_l1_ball, gram_residual_norm,
-                                inverse_norm_bound, scale_dd)
-from kngflow.noise import knorm_noise
-from kngflow.kernels.optimize import quadratic_l1_ball
-from kngflow.models.linear.problem import (
-    LinearStats,
-    gradient,
-    gradient_sensitivity,
-    hessian_bound,
-    loss_sensitivity,
-    ols,
-    well_conditioned,
-)
-from kngflow.models.linear.sampler import (
-    KIND_EXP,
-    KNG_KINDS,
-    exp_exact,
-    gibbs_chains,
-    kng_exact,
-    metropolis_chains,
-)
-from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_positive, check_probability, check_rng
-from kngflow.mechanisms.claims import Density, GradientNoise
+from kngflow.mechanisms.hardening import Hardening, HardeningError, coupling_hardening, dyadic_lattice, snap
+from kngflow.models.linear.certified import (ETA_BITS, NO_FACTOR, REFINE_STEPS, TV_PER_TRY, certified_factors,
+                                             snap_rounding, two_sum_arrays)
+from kngflow.models.linear.problem import LinearStats, gradient_sensitivity, loss_sensitivity, ols, well_conditioned
+from kngflow.models.linear.sampler import KIND_EXP, KNG_KINDS, exp_exact, gibbs_chains, kng_exact, metropolis_chains
 
-__all__ = ["NonPrivate", "KNG", "Exponential", "ObjectivePerturbation", "ExtendedObjectivePerturbation"]
+__all__ = ["LinearMechanism", "NonPrivate", "KNG", "Exponential", "check_stats"]
 
-_NORMS = ("l1", "l2", "linf")
-#: a hardened release's rounding bound is 2^-ETA_BITS of its grid (δ′ - δ = (1 + e^ε) 2d 2^-44)
-ETA_BITS = 44
-#: double-double refinement steps of a hardened exact draw
-REFINE_STEPS = 3
-#: certified total variation per try of the hardened exponential mechanism's Gaussian
-TV_PER_TRY = 2.0**-40
-_NO_FACTOR = np.zeros((1, 1))
-
-
-def two_sum_arrays(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(s, e)`` with ``s + e = a + b`` exactly, elementwise (Knuth's TwoSum)."""
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
-
-
-def certified_factors(G: np.ndarray) -> tuple:
-    """``(G, G^{-1}, ||G^{-1}||_2 bound, L, tv)`` of a well-conditioned ``G`` for hardened
-    exact draws: the computed inverse, the certified bound on the inverse's norm
-    (:func:`~kngflow.kernels.dd.inverse_norm_bound`), the Cholesky factor ``L`` and
-    ``tv = 1.5 ||G^{-1}||_2 ||L L^T - G||_F`` (:meth:`Exponential._tv_certified`).  Every
-    release on a data set asks this of the same ``G``: cached by its bytes."""
-    G = np.ascontiguousarray(G, dtype=np.float64)
-    return _certified_factors(G.tobytes(), G.shape)
-
-
-@functools.lru_cache(maxsize=64)
-def _certified_factors(buffer: bytes, shape: tuple) -> tuple:
-    G = np.frombuffer(buffer).reshape(shape).copy()
-    Ginv = np.linalg.inv(G)
-    inv_norm = inverse_norm_bound(G, Ginv)
-    try:
-        chol = np.linalg.cholesky(G)
-        tv = 1.5 * inv_norm * gram_residual_norm(chol, G)
-    except np.linalg.LinAlgError:
-        chol, tv = _NO_FACTOR, np.inf
-    for arr in (G, Ginv, chol):
-        arr.setflags(write=False)
-    return G, Ginv, inv_norm, chol, tv
-
-
-def snap_rounding(h: Hardening, x: np.ndarray) -> float:
-    """The rounding of :func:`~kngflow.mechanisms.hardening.snap` on ``x`` (+ a low part):
-    ``u Λ + 2 u^2 |x|`` (its module docstring)."""
-    return UNIT_ROUNDOFF * h.grid + 2.0 * UNIT_ROUNDOFF**2 * float(np.max(np.abs(x)))
+#: the norms of the K-norm mechanisms here
+NORMS = ("l1", "l2", "linf")
 _SAMPLERS = ("auto", "exact", "gibbs", "metropolis", "gradient_map")
 
 
@@ -130,7 +81,7 @@ def check_stats(stats) -> LinearStats:
     return stats
 
 
-class _Linear(Mechanism):
+class LinearMechanism(Mechanism):
     """Base: keyword-only options validated once; ``release`` validates its inputs."""
 
     kind = ""
@@ -157,7 +108,7 @@ class _Linear(Mechanism):
         return {}
 
 
-class NonPrivate(_Linear):
+class NonPrivate(LinearMechanism):
     """Ordinary least squares (unconstrained; minimum-norm when ``G`` is singular): the
     non-private baseline.  Not differentially private: a privacy audit flags it."""
 
@@ -180,7 +131,7 @@ def _row_by_row(draw, out) -> np.ndarray:
     return tries
 
 
-class _Sampled(_Linear):
+class _Sampled(LinearMechanism):
     """Shared sampler policy: exact draws, then exact Gibbs, then Metropolis."""
 
     snaps_itself = True  # hardened releases are snapped from their double-double value
@@ -340,11 +291,11 @@ class _Sampled(_Linear):
 
     def _factor(self, chol, a):
         """The kernel's ``(factor, scale)`` for :func:`kng_exact` (KNG: no factor, ``1/a``)."""
-        return _NO_FACTOR, 1.0 / a
+        return NO_FACTOR, 1.0 / a
 
     def _try_factor(self, factor):
         """The factor :func:`kng_exact` reads in a try (KNG: none)."""
-        return _NO_FACTOR
+        return NO_FACTOR
 
     def _rhs(self, c, u, factor, ascale):
         """``(vh, vl, err)``: the right-hand side ``c + u`` of the accepted draw in
@@ -442,7 +393,7 @@ class KNG(_Sampled):
     kind = "kng"
 
     def __init__(self, *, norm="linf", proposals=GRADIENT_MAP_PROPOSALS, **kw):
-        self.norm = check_choice("norm", norm, _NORMS)
+        self.norm = check_choice("norm", norm, NORMS)
         self.proposals = check_int("proposals", proposals, 1)
         super().__init__(**kw)
         self._kind = KNG_KINDS[self.norm]
@@ -483,7 +434,7 @@ class KNG(_Sampled):
         Ginv = np.linalg.inv(stats.G)
         u = np.empty((1, stats.d))
         return out, _row_by_row(
-            lambda row: kng_exact(rng, Ginv, stats.c, 1.0 / a, self.bound, self._kind, int(max_tries), row, u, _NO_FACTOR),
+            lambda row: kng_exact(rng, Ginv, stats.c, 1.0 / a, self.bound, self._kind, int(max_tries), row, u, NO_FACTOR),
             out)
 
 
@@ -556,139 +507,3 @@ class Exponential(_Sampled):
         return out, _row_by_row(lambda row: exp_exact(rng, chol, mean, self.bound, int(max_tries), row), out)
 
 
-class ExtendedObjectivePerturbation(_Linear):
-    """Extended objective perturbation (Awan & Slavković, Algorithm 2) for least squares.
-
-    Draw ``V`` with density ∝ ``exp(-(eps q / Delta_K) ||V||_K)`` and release
-
-        argmin_{||theta||_1 <= B}  l_n(theta) + (gamma/2) theta'theta + V'theta,
-        gamma = lambda / (exp(eps (1 - q)) - 1),
-
-    where ``Delta_K = 4(1+B) sup ||x||_K`` bounds the per-record gradient difference
-    uniformly over ``Theta`` and ``lambda = 2d`` bounds one record's Hessian ``2xx'``.
-    The ``q`` share of the budget pays for the noise, the ``1 - q`` share for the
-    Jacobian of the map ``V -> theta`` (hence the regulariser).  The paper prints
-    ``gamma = lambda / (exp(eps (q - 1)) - 1)``, which is negative; the proof needs
-    ``exp(eps (1-q)) - 1``.  ``q = 1/2`` with ℓ∞ is the KNG paper's §4.3 form
-    (``gamma = 2d / (exp(eps/2) - 1)``, noise ∝ ``exp(-eps ||b||_inf / (8 (1+B)))``).
-    """
-
-    snaps_itself = True  # hardened releases are snapped from their double-double value
-
-    kind = "objective_ext"
-
-    def __init__(self, *, norm="linf", q=0.5, bound=1.0, tol=1e-12, max_iter=100_000):
-        self.norm = check_choice("norm", norm, _NORMS)
-        self.q = check_probability("q", q)
-        self.bound = check_positive("bound", bound)
-        self.tol = check_positive("tol", tol)
-        self.max_iter = check_int("max_iter", max_iter, 1)
-
-    def options(self) -> dict:
-        return {"norm": self.norm, "q": self.q, "bound": self.bound}
-
-    def sensitivity(self, d: int) -> float:
-        return gradient_sensitivity(self.norm, d, self.bound)
-
-    def privacy_claim(self) -> GradientNoise:
-        """K-norm noise on the gradient (:meth:`noise_law`) and the Jacobian's share (:meth:`log_jacobian`)."""
-        return GradientNoise(noise_law=self.noise_law, log_jacobian=self.log_jacobian, bound=self.bound,
-                             gradient=gradient)
-
-    def noise_law(self, d: int, epsilon: float) -> tuple[str, float, float]:
-        """``(norm, scale, share)`` of the K-norm noise added to the gradient.
-
-        ``V`` has density ∝ ``exp(-||V||_K / scale)``, ``scale = Delta_K / (eps q)``, and
-        pays for the ``share = q`` part of the budget: for adjacent data sets the noise
-        densities at the same output differ by at most
-        ``sup_theta ||grad l_n(D) - grad l_n(D')||_K / scale <= q eps`` (closed form,
-        checked by :func:`kngflow.audit.knorm_audit`).
-        """
-        return self.norm, self.sensitivity(d) / (epsilon * self.q), self.q
-
-    def log_jacobian(self, stats, epsilon: float) -> float:
-        """``log det H`` with ``H = 2G + gamma I``: the Jacobian of ``theta -> V = 2c - H theta``
-        for interior releases, so their density is ``f_V(2c - H theta) det H``.  Between
-        adjacent data sets ``H`` changes by ``2(x'x'^T - x x^T)``, eigenvalues at most
-        ``lambda = 2d`` each way, so ``log det`` moves by at most
-        ``log(1 + lambda/gamma) = eps (1 - q)``: the other share of the budget."""
-        d = stats.d
-        return float(np.linalg.slogdet(2.0 * stats.G + self.gamma(d, epsilon) * np.eye(d))[1])
-
-    def gamma(self, d: int, epsilon: float) -> float:
-        """``lambda / (exp(eps (1 - q)) - 1)``; as ``lambda e^{-x} / (1 - e^{-x})`` for large
-        ``x = eps (1 - q)``, where ``exp`` overflows (the result underflows towards 0)."""
-        x = epsilon * (1.0 - self.q)
-        if x <= 700.0:
-            return hessian_bound(d) / np.expm1(x)
-        return hessian_bound(d) * np.exp(-x) / -np.expm1(-x)
-
-    def _solve(self, stats, epsilon, rng):
-        """``(theta, V, iters)``: the noise and the float64 constrained minimiser."""
-        d = stats.d
-        V = knorm_noise(rng, self.norm, d, self.noise_law(d, epsilon)[1])
-        H = 2.0 * stats.G + self.gamma(d, epsilon) * np.eye(d)
-        h = 2.0 * stats.c - V
-        theta = np.empty(d)
-        iters = quadratic_l1_ball(H, h, self.bound, self.tol, self.max_iter, theta)
-        return theta, V, iters
-
-    def _release(self, stats, epsilon, rng):
-        theta, _, iters = self._solve(stats, epsilon, rng)
-        return theta, {"sampler": "exact", "acceptance": 1.0, "steps": int(iters)}
-
-    def _release_output(self, stats, epsilon, rng):
-        """Hardened: the minimiser certified in double-double
-        (:func:`~kngflow.kernels.dd.certify_quadratic_l1_ball`: the KKT system of its face of
-        the ball, or of the interior, refined and certified), times ``scale`` exactly, and
-        snapped here (``site = "sampler"``); a solve that cannot be certified to ``η`` is
-        refined once more from a tighter solve, then raises (one line)."""
-        if not self.hardened:
-            return super()._release_output(stats, epsilon, rng)
-        h = self.hardening(stats, epsilon)
-        theta, V, iters = self._solve(stats, epsilon, rng)
-        G2 = 2.0 * np.ascontiguousarray(stats.G, dtype=np.float64)  # exact
-        vh, vl = two_sum_arrays(2.0 * np.asarray(stats.c, dtype=np.float64), -V)
-        gamma = self.gamma(stats.d, epsilon)
-        scale = float(stats.scale)
-        hi, lo = np.empty(stats.d), np.empty(stats.d)
-        for attempt in range(2):
-            cert = certify_quadratic_l1_ball(G2, gamma, vh, vl, theta, self.bound, REFINE_STEPS, hi, lo)
-            if math.isfinite(cert):
-                err = cert * abs(scale) * (1.0 + 2.0 * UNIT_ROUNDOFF) + scale_dd(hi, lo, scale)
-                if err + snap_rounding(h, hi) <= h.eta:
-                    return snap(hi, h, rng, lo), {"sampler": "exact", "acceptance": 1.0, "steps": int(iters)}
-            if attempt == 0:  # a tighter float solve finds the support the certificate needs
-                iters += quadratic_l1_ball(2.0 * stats.G + gamma * np.eye(stats.d), vh, self.bound, 0.0,
-                                           self.max_iter, theta)
-        raise RuntimeError("hardened release: the solver could not certify its rounding; use hardened=false")
-
-    def spread(self, n: int, d: int, epsilon: float) -> float:
-        """``scale / (2 n d + gamma)``: an interior release is ``H^{-1}(2c - V)`` with
-        ``H = 2G + gamma I <= (2 n d + gamma) I`` and each coordinate of the K-norm noise
-        ``V`` of variance at least ``scale^2`` (:meth:`KNG.spread`)."""
-        return self.noise_law(d, epsilon)[1] / (2.0 * n * d + self.gamma(d, epsilon))
-
-    def hardening(self, stats, epsilon) -> Hardening:
-        """Coupling route on ``{|theta_j| <= B scale}`` with the grid following the spread
-        (:meth:`spread`, :func:`~kngflow.mechanisms.hardening.spread_grid`) and
-        ``η = Λ 2^-44``: the release is the constrained minimiser, whose law has atoms on
-        the faces of the ball, so no density bound; its solve is certified in double-double
-        to within ``η`` (:meth:`_release_output`) or the release raises.
-        δ′ = δ + (1 + e^ε) 2 d 2^-44."""
-        scale = abs(float(stats.scale))
-        spread = self.spread(int(stats.n), int(stats.d), epsilon)
-        h = coupling_hardening(self.bound * scale, 0.0, stats.d, site="sampler", spread=spread * scale)
-        return h._replace(eta=math.ldexp(h.grid, -ETA_BITS))
-
-
-class ObjectivePerturbation(ExtendedObjectivePerturbation):
-    """Objective perturbation as run in the KNG paper §4.3: ℓ∞ noise, ``q = 1/2``."""
-
-    kind = "objective"
-
-    def __init__(self, *, bound=1.0, tol=1e-12, max_iter=100_000):
-        super().__init__(norm="linf", q=0.5, bound=bound, tol=tol, max_iter=max_iter)
-
-    def options(self) -> dict:
-        return {"bound": self.bound}

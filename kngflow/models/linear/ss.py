@@ -86,7 +86,7 @@ from kngflow.models.linear.problem import LinearStats
 from kngflow.mechanisms.base import check_choice, check_epsilon, check_int, check_positive
 from kngflow.mechanisms.claims import StatisticNoise
 from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, lipschitz_hardening, snap
-from kngflow.models.linear.mechanisms import _Linear
+from kngflow.models.linear.mechanisms import LinearMechanism
 
 __all__ = [
     "SufficientStatistics",
@@ -284,7 +284,7 @@ def draw_kt_into(rng, p, scale, out, max_tries):
 # --------------------------------------------------------------------------------------
 
 
-class SufficientStatistics(_Linear):
+class SufficientStatistics(LinearMechanism):
     """Awan & Slavković §6: K-norm noise on the sufficient statistics, OLS/ridge after.
 
     Releases ``T* = T + V`` (``V`` ∝ exp(-||v|| eps / Delta), module docstring) and returns
