@@ -3,7 +3,7 @@
 The hardened release proposes through the gradient map frozen at the loss's minimiser
 (the surrogate-map chain with the loss as its own surrogate), accepted on the exact KNG
 density; its final state is certified in double-double (a map state's two triangular
-solves, kngflow.kernels.dd.chol_solve_dd; a base-measure draw's low part,
+solves, kngflow.kernels.certified.chol_solve_dd; a base-measure draw's low part,
 kngflow.kernels.gradient_map._draw_base_dd) and snapped on a grid that follows the
 release's public spread.  Checked: both certificates against exact rational arithmetic
 (with an error planted), grid points and the guarantee, the fallback, and the law against
@@ -21,7 +21,7 @@ import pytest
 from scipy import stats as sps
 
 from kngflow.api import get_mechanism, get_problem
-from kngflow.kernels.dd import chol_solve_dd, inverse_norm_bound
+from kngflow.kernels.certified import chol_solve_dd, inverse_norm_bound
 from kngflow.kernels.gradient_map import _draw_base, _draw_base_dd
 
 PROBLEM = get_problem("logistic")

@@ -20,7 +20,7 @@ import pytest
 from scipy import stats as sps
 
 from kngflow.api import get_mechanism, get_problem
-from kngflow.kernels.dd import certified_solve, inverse_norm_bound
+from kngflow.kernels.certified import certified_solve, inverse_norm_bound
 from kngflow.models.linear.certified import ETA_BITS, certified_factors, two_sum_arrays
 from kngflow.models.linear.sampler import KIND_KNG_LINF, metropolis_chains
 from kngflow.sweep.spec import SpecError, parse_spec
@@ -218,7 +218,7 @@ def test_hardened_objective_perturbation_is_certified_on_a_face_and_inside_the_b
 
 
 def test_the_kkt_certificate_refuses_a_wrong_face():
-    from kngflow.kernels.dd import certify_quadratic_l1_ball
+    from kngflow.kernels.certified_qp import certify_quadratic_l1_ball
     from kngflow.kernels.optimize import quadratic_l1_ball
 
     data = PROBLEM.simulate(100, np.random.default_rng(4))

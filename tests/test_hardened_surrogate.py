@@ -1,7 +1,7 @@
 """Hardened quantile-regression KNG keeps its surrogate-map sampler.
 
 The walk moves on a dyadic lattice (exact positions), the map proposals' triangular
-solves are certified a posteriori (kngflow.kernels.dd.chol_solve_certificate), and a
+solves are certified a posteriori (kngflow.kernels.certified.chol_solve_certificate), and a
 state whose rounding exceeds the grid's bound is not released (the walk's state is).
 Checked: the certificate against exact rational arithmetic (and an error planted in the
 solution), the hardened law against the unhardened one (KS, with a 2-epsilon control),
@@ -18,7 +18,7 @@ import pytest
 from scipy import stats as sps
 
 from kngflow.api import get_mechanism, get_problem
-from kngflow.kernels.dd import chol_solve_certificate, inverse_norm_bound
+from kngflow.kernels.certified import chol_solve_certificate, inverse_norm_bound
 
 PROBLEM = get_problem("quantreg")
 

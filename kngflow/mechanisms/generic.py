@@ -73,7 +73,8 @@ from kngflow.kernels.generic import (
     metropolis_chains,
     precond_metropolis_chains,
 )
-from kngflow.kernels.dd import chol_solve_certificate, chol_solve_dd, dd_add, inverse_norm_bound, scale_dd
+from kngflow.kernels.certified import chol_solve_certificate, chol_solve_dd, inverse_norm_bound
+from kngflow.kernels.dd import dd_add, scale_dd
 from kngflow.kernels.gradient_map import BASE_SHARE, MAX_ITER, gradient_map_chain, surrogate_map_chain
 from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_positive, check_rng
 from kngflow.mechanisms.claims import Density
@@ -568,7 +569,7 @@ class GenericKNG(Sampled):
         independence steps then end at the walk's state, a base-measure draw (``d + 4``
         rounded operations on values below ``|centre| + B``) or a map proposal
         ``theta_c + M^-1 u``, whose triangular solves are certified a posteriori
-        (:func:`~kngflow.kernels.dd.chol_solve_certificate`; ``theta_c`` and ``M`` are
+        (:func:`~kngflow.kernels.certified.chol_solve_certificate`; ``theta_c`` and ``M`` are
         whatever the fit computed: they define the proposal, as in the unhardened
         sampler).  A state whose rounding (times the output scale, with the product's own
         rounding) exceeds the grid's ``η`` is not released: the walk's state is (the same
@@ -658,7 +659,7 @@ class GenericKNG(Sampled):
         in double-double (:func:`~kngflow.kernels.gradient_map._draw_base_dd`, within
         ``(8 d + 24) u^2 (|centre| + B)``); a map state ``theta_c + (L L')^-1 u`` is solved again in
         double-double from the recorded ``u`` and certified
-        (:func:`~kngflow.kernels.dd.chol_solve_dd`).  The value times the output scale
+        (:func:`~kngflow.kernels.certified.chol_solve_dd`).  The value times the output scale
         (:func:`~kngflow.kernels.dd.scale_dd`) is snapped from its double-double value.
         Where the fit fails or the certificate exceeds ``η`` (not observed), the
         random-walk Metropolis chain on the dyadic lattice ``2^(floor(log2 B) - 46)`` runs

@@ -9,7 +9,7 @@ import functools
 
 import numpy as np
 
-from kngflow.kernels.dd import gram_residual_norm, inverse_norm_bound
+from kngflow.kernels.certified import gram_residual_norm, inverse_norm_bound
 from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening
 
 __all__ = ["ETA_BITS", "NO_FACTOR", "REFINE_STEPS", "TV_PER_TRY", "certified_factors", "snap_rounding", "two_sum_arrays"]
@@ -34,7 +34,7 @@ def two_sum_arrays(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray
 def certified_factors(G: np.ndarray) -> tuple:
     """``(G, G^{-1}, ||G^{-1}||_2 bound, L, tv)`` of a well-conditioned ``G`` for hardened
     exact draws: the computed inverse, the certified bound on the inverse's norm
-    (:func:`~kngflow.kernels.dd.inverse_norm_bound`), the Cholesky factor ``L`` and
+    (:func:`~kngflow.kernels.certified.inverse_norm_bound`), the Cholesky factor ``L`` and
     ``tv = 1.5 ||G^{-1}||_2 ||L L^T - G||_F`` (:meth:`Exponential._tv_certified`).  Every
     release on a data set asks this of the same ``G``: cached by its bytes."""
     G = np.ascontiguousarray(G, dtype=np.float64)

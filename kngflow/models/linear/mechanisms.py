@@ -25,7 +25,8 @@ import math
 import numpy as np
 
 from kngflow._jit import jit
-from kngflow.kernels.dd import affine_dd, certified_solve, scale_dd
+from kngflow.kernels.certified import certified_solve
+from kngflow.kernels.dd import affine_dd, scale_dd
 from kngflow.mechanisms.base import (SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int,
                                      check_positive, check_rng)
 from kngflow.mechanisms.claims import Density

@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-from kngflow.kernels.dd import certify_quadratic_l1_ball, scale_dd
+from kngflow.kernels.certified_qp import certify_quadratic_l1_ball
+from kngflow.kernels.dd import scale_dd
 from kngflow.kernels.optimize import quadratic_l1_ball
 from kngflow.mechanisms.base import check_choice, check_int, check_positive, check_probability
 from kngflow.mechanisms.claims import GradientNoise
@@ -105,7 +106,7 @@ class ExtendedObjectivePerturbation(LinearMechanism):
 
     def _release_output(self, stats, epsilon, rng):
         """Hardened: the minimiser certified in double-double
-        (:func:`~kngflow.kernels.dd.certify_quadratic_l1_ball`: the KKT system of its face of
+        (:func:`~kngflow.kernels.certified_qp.certify_quadratic_l1_ball`: the KKT system of its face of
         the ball, or of the interior, refined and certified), times ``scale`` exactly, and
         snapped here (``site = "sampler"``); a solve that cannot be certified to ``η`` is
         refined once more from a tighter solve, then raises (one line)."""
