@@ -536,7 +536,7 @@ def main(argv=None) -> int:
     ]
     hint = "; run the same command again to resume" if args.command == "run" else ""
     try:
-        with exit_on_signals("interrupted by {signal}" + hint):
+        with exit_on_signals("interrupted by {signal}{saved}" + hint):
             status = handler(args)
         sys.stdout.flush()  # inside the try: a closed pipe is reported below, not at exit
         return status

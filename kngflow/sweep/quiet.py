@@ -3,11 +3,11 @@
 Used by the ``kngflow`` command line (the client) and by the worker processes of
 a local cluster (:mod:`kngflow.sweep.worker_preload`).
 
-* :func:`exit_on_signals`: SIGINT and SIGTERM print one line and raise
-  :class:`Interrupted` in the main thread, whose ``status`` is the
-  conventional ``128 + signal`` (130, 143); from then on logging, warnings and
-  the tracebacks of shutting-down threads are silenced.  A second signal
-  exits at once.
+* :func:`exit_on_signals`: SIGINT and SIGTERM raise :class:`Interrupted` in the
+  main thread, whose ``status`` is the conventional ``128 + signal`` (130, 143),
+  and which prints one line (saying how many cells a sweep saved); from then on
+  logging, warnings and the tracebacks of shutting-down threads are silenced.  A
+  second signal exits at once.
 * :func:`log_to_file`: the handlers that write logging to the terminal write
   to a file instead, and warnings go there too.
 * :func:`drop_reconnect_errors`: ``distributed``'s own log lines about a lost
@@ -48,12 +48,28 @@ LOG_FILE_ENV = "KNGFLOW_LOG_FILE"
 
 
 class Interrupted(BaseException):
-    """The process received SIGINT or SIGTERM; ``status`` is the exit status (128 + signal)."""
+    """The process received SIGINT or SIGTERM; ``status`` is the exit status (128 + signal).
 
-    def __init__(self, signum: int):
+    Its one line (``message``, with ``{signal}`` and ``{saved}`` filled in) is printed once,
+    by :meth:`announce`: by the code that knows what was saved as soon as it is saved (a
+    sweep, once its store writer has written every finished cell), or else as the
+    :func:`exit_on_signals` block is left.
+    """
+
+    def __init__(self, signum: int, message: str = "interrupted by {signal}{saved}"):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
         self.status = 128 + signum
+        self.message = message
+        self.announced = False
+
+    def announce(self, saved: str = "") -> None:
+        """Print the one line (once); ``saved`` says what was kept, e.g. ``"12 of 48 cells
+        are saved"``."""
+        if not self.announced:
+            self.announced = True
+            text = self.message.format(signal=signal.Signals(self.signum).name, saved=f"; {saved}" if saved else "")
+            print(f"kngflow: {text}", file=sys.stderr, flush=True)
 
 
 def silence() -> None:
@@ -72,9 +88,10 @@ def exit_on_signals(message: str) -> Iterator[None]:
     Parameters
     ----------
     message : str
-        The line printed (after ``kngflow: ``) when a signal arrives;
-        ``{signal}`` is replaced by the signal's name, e.g.
-        ``"interrupted by {signal}; run the same command again to resume"``.
+        The line printed (after ``kngflow: ``) for a signal, by
+        :meth:`Interrupted.announce`; ``{signal}`` is replaced by the signal's name and
+        ``{saved}`` by what was saved (``"; 12 of 48 cells are saved"``, or nothing), e.g.
+        ``"interrupted by {signal}{saved}; run the same command again to resume"``.
 
     The previous handlers are restored on exit.  A second signal while the
     first one is being handled (closing the cluster can take seconds) exits at
@@ -90,12 +107,14 @@ def exit_on_signals(message: str) -> Iterator[None]:
         _forward_to_children(signum)
         if _stop_progress_bars():
             sys.stderr.write("\n")  # end the bar's line
-        print(f"kngflow: {message.format(signal=signal.Signals(signum).name)}", file=sys.stderr, flush=True)
-        raise Interrupted(signum)
+        raise Interrupted(signum, message)
 
     previous = {s: signal.signal(s, handler) for s in SIGNALS}
     try:
         yield
+    except Interrupted as exc:
+        exc.announce()  # unless what was saved said it already
+        raise
     finally:
         for s, h in previous.items():
             signal.signal(s, h)

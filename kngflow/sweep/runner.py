@@ -26,6 +26,7 @@ import numpy as np
 from kngflow import store as st
 
 from .cluster import adaptive_maximum
+from .quiet import Interrupted
 from .plan import CostModel, Task, count_tasks, default_task_timeout, estimate, iter_tasks, scaled_cost
 from .prepare import _progress, prepare_store
 from .provenance import SchedulerLost, VersionMismatch, WorkersLost, check_workers, plugin_modules, \
@@ -134,6 +135,22 @@ class _Window:
     def sizing(self) -> tuple[CostModel, int]:
         """``(cost model, ramp)`` for the next task (:func:`~kngflow.sweep.plan.iter_tasks`)."""
         return scaled_cost(self.cost, max(1, self.capacity)), self.threads
+
+
+@contextlib.contextmanager
+def _say_saved_if_interrupted(store_path, total: int):
+    """On a signal, once the store writer inside has written every finished cell, the
+    one line says how many cells the store now holds."""
+    try:
+        yield
+    except Interrupted as exc:
+        try:
+            done = int(np.count_nonzero(st.read_flags(store_path)[0]))
+        except Exception:  # noqa: BLE001 - the line is said without the count
+            exc.announce()
+        else:
+            exc.announce(f"{done} of {total} cells are saved")
+        raise
 
 
 def run_sweep(
@@ -272,7 +289,7 @@ def run_sweep(
 
         grace = 2 * task_timeout + 10
         checked = time.monotonic()
-        with st.StoreWriter(store_path, interval=flush_seconds) as writer:
+        with _say_saved_if_interrupted(store_path, total), st.StoreWriter(store_path, interval=flush_seconds) as writer:
             try:
                 while True:
                     window.refresh()
