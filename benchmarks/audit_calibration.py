@@ -38,14 +38,14 @@ from kngflow.audit.pipeline import AuditContext, AuditOptions, run_audit
 MODULE = "kngflow.audit.calibration"
 
 
-def rows(groups, dependent=("l2 disc", "l2 ball (3-D)"), losses=(1.0, 1.2, 1.4, 1.7, 2.0)):
+def rows(groups, dependent=("l2 disc", "l2 ball (3-D)"), losses=(1.0, 1.2, 1.4, 1.7, 2.0), domains=None):
     """``(group, geometry, label, mechanism class name, options, broken)`` of each row
     (``dependent``: the domains of the data-dependent rows; ``losses``: the true losses / ε
-    of the Laplace rows)."""
+    of the Laplace rows; ``domains``: those of the Laplace rows, default all but the wide ones)."""
     out = []
     if "laplace" in groups:
         out += [("laplace", g, f"{loss:g}", "LaplaceMean", {"factor": 1 / loss}, loss > 1)
-                for g in GEOMETRIES if g not in WIDE for loss in losses]
+                for g in GEOMETRIES if g not in WIDE and (domains is None or g in domains) for loss in losses]
     if "wide" in groups:
         out += [("wide", g, f"{loss:g}", "LaplaceMean", {"factor": 1 / loss}, loss > 1)
                 for g in WIDE for loss in (1.0, 1.5)]
@@ -77,6 +77,8 @@ def main():
                     help="domains of the data-dependent rows")
     ap.add_argument("--losses", nargs="+", type=float, default=[1.0, 1.2, 1.4, 1.7, 2.0],
                     help="true losses / epsilon of the laplace rows (1: the correct twin)")
+    ap.add_argument("--domains", nargs="+", choices=[g for g in GEOMETRIES if g not in WIDE],
+                    help="domains of the laplace rows (default: all but the wide ones)")
     ap.add_argument("--jobs", type=int, default=1, help="audits run at once (processes)")
     args = ap.parse_args()
     t0 = time.perf_counter()
@@ -84,7 +86,7 @@ def main():
     print("| rows | domain | mechanism (true loss / ε) | flagged | median bound | median power statement "
           "| pair at the diameter | median draws | median s / audit | median CPU s / audit |")
     print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
-    todo = rows(args.rows, args.dependent_on, args.losses)
+    todo = rows(args.rows, args.dependent_on, args.losses, args.domains)
     with ProcessPoolExecutor(args.jobs) as pool:
         for row in todo:
             r = list(pool.map(one, [(row, s) for s in range(args.seeds)]))
