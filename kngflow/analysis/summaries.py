@@ -282,6 +282,9 @@ def error_summary(
 # --------------------------------------------------------------------------
 # slope fits
 # --------------------------------------------------------------------------
+#: the smallest SE (log10 units) a slope fit weighs a cell by: below it an SE is rounding
+SE_FLOOR = 1e-6
+
 _FIT_FLOATS = (
     "slope", "slope_se", "slope_se_inflated", "intercept", "intercept_se",
     "chi2", "chi2_dof", "p_fit", "curved", "n_min_used", "n_max_used",
@@ -297,7 +300,10 @@ def _wls_line(x: np.ndarray, y: np.ndarray, se: np.ndarray, absolute_sigma: bool
     res["dof"] = max(m - 2, 0)
     if m < 2 or np.ptp(x) == 0:
         return res
-    w = 1.0 / se**2
+    # an SE below SE_FLOOR is rounding (every replicate of the cell gave the same release up
+    # to the last bits, e.g. a data-independent one): floored, so that its weight stays
+    # finite against the other cells' (1/SE^2 of 1e34 made X'WX singular)
+    w = 1.0 / np.maximum(se, SE_FLOOR) ** 2
     X = np.column_stack([np.ones(m), x])
     XtW = X.T * w
     cov = np.linalg.inv(XtW @ X)

@@ -23,6 +23,8 @@ import importlib
 _WHERE = {
     "AuditResult": "result",
     "exact_audit": "exact",
+    "discrete_audit": "exact",
+    "discrete_audit_applies": "exact",
     "knorm_audit": "exact",
     "statistic_audit": "exact",
     "statistic_audit_applies": "exact",

@@ -137,7 +137,7 @@ class AuditContext:
         trial release; :class:`AuditInputError` names what is wrong."""
         from kngflow.api import get_mechanism, get_problem
         from kngflow.mechanisms.claims import PrivacyClaim
-        from kngflow.registry import problem_class
+        from kngflow.registry import mechanism_class, problem_class
 
         from .pairs import audit_view, parse_pair
 
@@ -149,8 +149,14 @@ class AuditContext:
             raise AuditInputError(str(exc).replace("\n", " ").strip()) from None
         except Exception as exc:  # noqa: BLE001 - a plug-in problem failing to build, named
             raise AuditInputError(f"problem {name!r} cannot be built: {one_line(exc)}") from None
+        mech_options = dict(options.options)
         try:
-            mechanism = get_mechanism(name, kind, **options.options)
+            mech_class = mechanism_class(name, kind)
+            if "hardened" not in mech_options and mech_class.private and not mech_class.declares_hardening():
+                # what can be audited of a mechanism that cannot be hardened is its float64
+                # release, and the verdict says so; only a user's own call must spell it out
+                mech_options["hardened"] = False
+            mechanism = get_mechanism(name, kind, **mech_options)
         except (TypeError, ValueError) as exc:  # unknown kind, broken plug-in (PluginError), bad or unknown option
             raise AuditInputError(str(exc).replace("\n", " ").strip()) from None
         except Exception as exc:  # noqa: BLE001 - a plug-in mechanism failing to build, named
@@ -254,18 +260,22 @@ def _pairs(ctx):
 
 
 class ExactStep(Step):
-    """The law computed on a grid (a ``Density`` claim, d <= 2, a bounded ``Theta``)."""
+    """The law computed: on a grid (a ``Density`` claim, d <= 2, a bounded ``Theta``), or
+    over a public finite set of outcomes (a ``Discrete`` claim, any d)."""
 
     name = "exact"
 
     def applies(self, ctx):
-        from .exact import exact_audit_applies
+        from .exact import discrete_audit_applies, exact_audit_applies
 
-        return exact_audit_applies(ctx.mechanism, ctx.problem)
+        return exact_audit_applies(ctx.mechanism, ctx.problem) or discrete_audit_applies(ctx.mechanism)
 
     def run(self, ctx, draws, found, runner, progress):
-        from .exact import exact_audit
+        from .exact import discrete_audit, discrete_audit_applies, exact_audit
 
+        if discrete_audit_applies(ctx.mechanism):
+            return discrete_audit(ctx.mechanism, ctx.problem, ctx.epsilon, run_epsilon=ctx.run_epsilon,
+                                  seed=ctx.options.seed, pairs=_pairs(ctx))
         with progress(0 if ctx.pair else 1000, "pair", ctx.pair is not None) as bar:
             return exact_audit(ctx.mechanism, ctx.problem, ctx.epsilon, run_epsilon=ctx.run_epsilon,
                                seed=ctx.options.seed, pairs=_pairs(ctx), candidates=1000, progress=bar.update)

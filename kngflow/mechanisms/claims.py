@@ -17,6 +17,9 @@ claim                   what the audit checks
                         ``T`` steps at public iterates: the loss in closed form, composed
 :class:`Composed`       :class:`StatisticNoise` steps whose ε comes from a privacy
                         accountant (dp-accounting): both the steps and the accountant's ε
+:class:`Discrete`       the release is one of a public finite set of outcomes with a
+                        computable probability each (the exponential mechanism over a
+                        finite candidate set): the loss is computed exactly, any dimension
 ======================  =====================================================================
 
 Every claim is also checked black-box.  The callables a claim holds are bound methods of
@@ -29,7 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["PrivacyClaim", "BlackBox", "Density", "GradientNoise", "StatisticNoise", "Composed"]
+__all__ = ["PrivacyClaim", "BlackBox", "Density", "GradientNoise", "StatisticNoise", "Composed", "Discrete"]
 
 
 @dataclass(frozen=True)
@@ -151,5 +154,27 @@ class Composed(StatisticNoise):
             raise ValueError("Composed claim needs delta > 0 (the accountant's epsilon is at that delta)")
 
 
+@dataclass(frozen=True)
+class Discrete(PrivacyClaim):
+    """The release is one of finitely many public outcomes, drawn with probability
+    ``∝ exp(log_weights(data, epsilon))``.
+
+    ``outcomes(data) -> (m, d)``: the candidate releases, a function of public facts of
+    ``data`` only (its size and shape), the same for adjacent data sets;
+    ``log_weights(data, epsilon) -> (m,)``: unnormalised log probabilities of the outcomes
+    (-inf: never released).  The audit normalises them and reads the privacy loss
+    ``max_o |log p_D(o) - log p_D'(o)|`` exactly, in any dimension
+    (:func:`kngflow.audit.exact.discrete_audit`).
+    """
+
+    outcomes: Callable | None = None
+    log_weights: Callable | None = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not (callable(self.outcomes) and callable(self.log_weights)):
+            raise TypeError("Discrete claim needs callables outcomes(data) and log_weights(data, epsilon)")
+
+
 _KINDS = {PrivacyClaim: "black-box", BlackBox: "black-box", Density: "density", GradientNoise: "gradient-noise",
-          StatisticNoise: "statistic-noise", Composed: "composed"}
+          StatisticNoise: "statistic-noise", Composed: "composed", Discrete: "discrete"}

@@ -3,13 +3,18 @@
 The release is ``k`` centres sorted by first coordinate and flattened row-major
 (:mod:`kngflow.models.kmeans.problem`); the problem declares the NICV ratio and the matched
 distance between centre sets as its errors.  Mechanisms: non-private Lloyd (k-means++),
-DPLloyd and the grid method EUGkM, kind ``eugkm`` (:mod:`kngflow.models.kmeans.mechanisms`).
+DPLloyd and the grid method EUGkM, kind ``eugkm`` (:mod:`kngflow.models.kmeans.mechanisms`), the
+exponential mechanism over centre sets on a public grid, kind ``expmech``
+(:mod:`kngflow.models.kmeans.expmech`), and compressive k-means from a Laplace-noised
+random-Fourier sketch, kind ``sketch`` (:mod:`kngflow.models.kmeans.sketch`).
 """
 
 from __future__ import annotations
 
+from kngflow.models.kmeans import expmech
 from kngflow.models.kmeans import mechanisms
 from kngflow.models.kmeans import problem
+from kngflow.models.kmeans import sketch
 
 #: the problem class
 PROBLEM = problem.KMeansProblem
@@ -18,4 +23,6 @@ MECHANISMS = {
     "nonprivate": mechanisms.NonPrivate,
     "dplloyd": mechanisms.DPLloyd,
     "eugkm": mechanisms.Grid,
+    "expmech": expmech.ExpMech,
+    "sketch": sketch.Sketch,
 }

@@ -73,6 +73,7 @@ from kngflow.mechanisms.base import (SAMPLER_DIAGNOSTICS, Mechanism, Release, ch
                                      check_probability, check_rng)
 from kngflow.mechanisms.claims import StatisticNoise
 from kngflow.mechanisms.generic import NonPrivateBase
+from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, coupling_hardening, lipschitz_hardening, snap
 from kngflow.models.kmeans.lloyd import assign, best_of, canonical_centres
 from kngflow.models.kmeans.problem import check_kmeans_data
 from kngflow.norms import get_norm
@@ -148,7 +149,8 @@ class DPLloyd(Mechanism):
     or the previous centre when ``N~_j <= 1``.
 
     Keyword-only options: ``iterations`` (``T``, default 5), ``count_share`` (``rho`` in
-    (0, 1); default None: ``1 / (1 + d^(2/3))``).  Not hardenable (no hardening declared).
+    (0, 1); default None: ``1 / (1 + d^(2/3))``).  Hardenable: each step's noisy
+    statistic is snapped (:meth:`hardening`).
 
     Claim: :class:`~kngflow.mechanisms.claims.StatisticNoise` with ``T`` steps of i.i.d.
     ``Lap(T / eps)`` noise on the scaled statistic ``(rho N / 2, (1 - rho) S / (2 sqrt(d)))``
@@ -185,14 +187,18 @@ class DPLloyd(Mechanism):
         S = np.stack([np.bincount(labels, weights=x[:, a], minlength=k) for a in range(d)], axis=1)
         return N, S
 
-    def iteration(self, x: np.ndarray, centres: np.ndarray, epsilon: float,
-                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """One noisy Lloyd step: ``(N~, S~, next centres)``."""
+    def iteration(self, x: np.ndarray, centres: np.ndarray, epsilon: float, rng: np.random.Generator,
+                  harden: tuple | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One noisy Lloyd step: ``(N~, S~, next centres)``; with ``harden = (hardening, dither
+        generator)`` the noisy ``(N~, S~)`` are snapped (:meth:`hardening`) before the centres."""
         k, d = centres.shape
         b_N, b_S = self.noise_scales(d, epsilon)
         N, S = self.counts_and_sums(x, centres)
         Nn = N + rng.laplace(0.0, b_N, size=k)
         Sn = S + rng.laplace(0.0, b_S, size=(k, d))
+        if harden is not None:
+            y = snap(np.concatenate([Nn, Sn.ravel()]), harden[0], harden[1])
+            Nn, Sn = y[:k], y[k:].reshape(k, d)
         ok = Nn > 1.0
         new = np.where(ok[:, None], Sn / np.where(ok, Nn, 1.0)[:, None], centres)
         return Nn, Sn, _project_ball(new)
@@ -209,9 +215,32 @@ class DPLloyd(Mechanism):
         epsilon = check_epsilon(epsilon)
         rng = check_rng(rng)
         c = self.initial_centres(data.k, data.d, rng)
+        # hardened: the dither comes from a stream 2^128 draws ahead, so the noise is the unhardened release's
+        harden = (self.hardening(data, epsilon), np.random.Generator(rng.bit_generator.jumped())) \
+            if self.hardened else None
         for _ in range(self.iterations):
-            c = self.iteration(data.x, c, epsilon, rng)[2]
+            c = self.iteration(data.x, c, epsilon, rng, harden)[2]
         return Release(canonical_centres(c), {"sampler": "exact", "acceptance": 1.0, "steps": self.iterations})
+
+    def hardening(self, data, epsilon) -> Hardening:
+        """Lipschitz route on each step's noisy ``(N~, S~)`` (site ``"statistic"``, ``T`` snaps;
+        the centres are post-processing).
+
+        Given the step's public centres the noise has density
+        ``∝ exp(-||v_N||_1 / b_N - ||v_S||_1 / b_S)``: ``L = k / b_N + k d / b_S`` against
+        ∞-norm moves.  Clamp ``B = n + 64 max(b_N, b_S)`` (``|N_j|, |S_ja| <= n``).  Rounding,
+        ``u = 2^-53``: counts are exact integers; a sum of at most ``n`` coordinates of size at
+        most 1 is within ``n (n - 1) u``; the noise, the sum and the dither add ``32 u B``:
+        ``eta = (n^2 + 32 B) u``.
+        """
+        data = check_kmeans_data(data)
+        epsilon = check_epsilon(epsilon)
+        k, d = data.k, data.d
+        b_N, b_S = self.noise_scales(d, epsilon)
+        bound = data.n + 64.0 * max(b_N, b_S)
+        eta = (float(data.n) ** 2 + 32.0 * bound) * UNIT_ROUNDOFF
+        return lipschitz_hardening(k / b_N + k * d / b_S, bound, eta, k * (d + 1), epsilon,
+                                   snaps=self.iterations, site="statistic")
 
     # -- the claim --------------------------------------------------------------------------
     @staticmethod
@@ -262,7 +291,8 @@ class Grid(Mechanism):
     ``max(H~, 0)``, best of ``n_init``, projected onto the unit ball.
 
     Keyword-only options: ``cells`` (int >= 1 cells per dimension, or None: the rule),
-    ``n_init`` (default 3), ``iterations`` (default 50).  Not hardenable.
+    ``n_init`` (default 3), ``iterations`` (default 50).  Hardenable: the noisy histogram
+    is snapped (:meth:`hardening`).
 
     Claim: :class:`~kngflow.mechanisms.claims.StatisticNoise`, ℓ1 K-norm (i.i.d. Laplace)
     noise of scale ``2 / eps`` on the histogram; the grid is a public input (``n``, ε, ``d``),
@@ -310,11 +340,43 @@ class Grid(Mechanism):
         epsilon = check_epsilon(epsilon)
         rng = check_rng(rng)
         m = self.grid_size(data.n, data.d, epsilon)
-        H = self.histogram(data.x, m) + rng.laplace(0.0, count_sensitivity() / epsilon, size=m ** data.d)
+        counts = self.histogram(data.x, m)
+        V = rng.laplace(0.0, count_sensitivity() / epsilon, size=m ** data.d)
+        H = counts + V
+        if self.hardened:
+            # H + lo = counts + V exactly (two-sum: the counts are exact integers); the dither comes
+            # from a stream 2^128 draws ahead, so the noise and k-means++ draws are the unhardened ones
+            bb = H - counts
+            lo = (counts - (H - bb)) + (V - bb)
+            H = snap(H, self.hardening(data, epsilon), np.random.Generator(rng.bit_generator.jumped()), lo)
         w = np.maximum(H, 0.0)
         pts = self.cell_centres(m, data.d)
         C = best_of(pts, data.k, rng, n_init=self.n_init, iterations=self.iterations, weights=w)
         return Release(canonical_centres(_project_ball(C)), {"sampler": "exact", "acceptance": 1.0, "steps": m})
+
+    def hardening(self, data, epsilon) -> Hardening:
+        """Coupling route on the noisy histogram (site ``"statistic"``; the weighted k-means is
+        post-processing), its grid tied to the noise's spread.
+
+        Each cell's noise is ``Lap(2 / eps)``, of standard deviation ``s = 2 sqrt(2) / eps``
+        (public): ``Λ = 2^(floor(log2 s) - 4)`` (:func:`~kngflow.mechanisms.hardening.spread_grid`),
+        so the snapping adds at most ``s^2 / 1024`` to a cell's variance.  Clamp
+        ``B = n + 64 (2 / eps)`` (``0 <= H <= n``).  Rounding, ``u = 2^-53``: the counts are
+        exact integers and ``counts + V`` is passed to the snapping as an exact double-double
+        sum (two-sum), so only ``V = Lap(2 / eps)`` itself is rounded, by at most
+        ``8 u |V|``; ``|V| <= 64 (2 / eps)`` except with probability ``e^-64`` per cell,
+        counted in ``tv = m^d e^-64``; the snapping's own rounding is at most ``u Λ``.
+        So ``eta = 512 u (2 / eps) + u Λ``, whatever ``n``, and the ``m^d`` cells give
+        ``δ′ = (1 + e^ε) (m^d 2 η / Λ + tv)`` (:func:`~kngflow.mechanisms.hardening.guarantee`).
+        """
+        data = check_kmeans_data(data)
+        epsilon = check_epsilon(epsilon)
+        b = count_sensitivity() / epsilon
+        bound = data.n + 64.0 * b
+        cells = self.grid_size(data.n, data.d, epsilon) ** data.d
+        h = coupling_hardening(bound, 0.0, cells, site="statistic", spread=math.sqrt(2.0) * b)
+        eta = 8.0 * UNIT_ROUNDOFF * 64.0 * b + UNIT_ROUNDOFF * h.grid
+        return h._replace(eta=eta, tv=cells * math.exp(-64.0))
 
     def statistic(self, data) -> np.ndarray:
         """Rows: the histogram on each of :data:`AUDIT_GRIDS` (zero-padded to the largest)."""
