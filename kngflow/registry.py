@@ -48,6 +48,7 @@ BUILTIN_MODELS = {
     "pca": "kngflow.models.pca",
     "svm": "kngflow.models.svm",
     "kmeans": "kngflow.models.kmeans",
+    "bayes": "kngflow.models.bayes",
 }
 
 #: the entry-point group of outside models (name -> module exposing PROBLEM and MECHANISMS)

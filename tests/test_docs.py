@@ -305,6 +305,8 @@ def test_page_runs_as_written(page, tmp_path, monkeypatch, cluster_targets):
 #: The test command: the README's, docs/index.md's and the one .ci/run runs (test and docs extras:
 #: the docs build and the notebooks run too).
 TEST_COMMAND = 'pip install --no-compile -e ".[test,docs]" && python -m pytest -q -n 3'
+#: the fast tier: the suite without the tests marked slow
+FAST_COMMAND = 'python -m pytest -q -m "not slow" -n 2'
 
 
 def test_the_readme_is_a_guide():
@@ -312,8 +314,9 @@ def test_the_readme_is_a_guide():
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 250
     block = [body for lang, body in blocks(ROOT / "README.md") if "pytest" in body]
-    assert block == [TEST_COMMAND + "\n"]
+    assert block == [TEST_COMMAND + "\n", FAST_COMMAND + "\n"]  # the full suite first, then the fast tier
     assert f"`{TEST_COMMAND}`" in (DOCS / "index.md").read_text()
+    assert f"`{FAST_COMMAND}`" in (DOCS / "index.md").read_text()
     # .ci/run runs exactly that command, its two halves timed as phases, after the setup
     ci = (ROOT / ".ci" / "run").read_text()
     phases = re.findall(r'^phase "([^"]+)" (.+)$', ci, re.M)

@@ -8,7 +8,7 @@ A study may ship its paper's claims beside its spec (``workflows/NAME.claims.tom
 
     [[claims]]
     id = "fig4-order"
-    type = "ordering"                # ordering | ratio | reaches | epsilon_factor | slope
+    type = "ordering"                # ordering | ratio | reaches | epsilon_factor | slope | value
     source = "Awan & Slavkovic, Figure 4"
     statement = "Linf beats L1 at every epsilon >= 1/4"
     statistic = "median_error"       # see STATISTICS
@@ -102,6 +102,9 @@ CLAIM_TYPES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
                         "within the relative tolerance (default 0.1)")),
     "slope": (("mechanism",), ("min", "max"),
               "log-log slope of the statistic against n (WLS, weights 1/SE^2) within [min, max] per epsilon"),
+    "value": (("mechanism",), ("min", "max"),
+              ("the statistic of the mechanism itself within [min, max] at every selected cell (an absolute "
+               "band: a miss rate near its nominal level)")),
 }
 
 
@@ -220,7 +223,7 @@ def parse_claims(text: str, source: str = "claims") -> tuple[str | None, list[Cl
         for key in ("min", "max", "tolerance", "factor"):
             if key in fields:
                 fields[key] = _num_list(fields[key], key, where)[0]
-        if ctype in ("ratio", "slope") and "min" not in fields and "max" not in fields:
+        if ctype in ("ratio", "slope", "value") and "min" not in fields and "max" not in fields:
             raise ClaimsError(f"{where}: type {ctype!r} needs min, max or both")
         if fields.get("tolerance", 0.0) < 0 or fields.get("factor", 1.0) <= 0:
             raise ClaimsError(f"{where}: tolerance must be >= 0 and factor > 0")
@@ -467,6 +470,10 @@ class _Evaluator:
         elif claim.type == "slope":
             for e in eps:
                 comps.append(self._slope_comp(claim, f["mechanism"], ns, e, f.get("min"), f.get("max")))
+        elif claim.type == "value":
+            for n in ns:
+                for e in eps:
+                    comps.append(self._value_comp(claim, f["mechanism"], n, e, f.get("min"), f.get("max")))
         z = _z(claim.level, len(comps))
         return self._decide(claim, comps, z)
 
@@ -478,6 +485,14 @@ class _Evaluator:
         return {"cell": where, "a": va, "b": vb, "value": math.exp(lr) if math.isfinite(lr) else math.nan,
                 "log": lr, "se_log": se, "min": lo, "max": hi, "strict": strict, "form": "ratio",
                 "k": self._paired}
+
+    def _value_comp(self, claim: Claim, label: str, n: int, e: float, lo, hi) -> dict[str, Any]:
+        """The statistic of one cell against an absolute band, with its Monte Carlo SE."""
+        v, psi = self._stat(claim, label, n, e)
+        k = int(np.isfinite(psi).sum())
+        se = _se(psi) if k >= MIN_REPLICATES else math.nan
+        return {"cell": f"{label}, n={_fmt_n(n)}, ε={_fmt_e(e)}", "value": v, "se": se, "min": lo, "max": hi,
+                "strict": False, "form": "level", "k": k}
 
     def _slope_comp(self, claim: Claim, label: str, ns: list[int], e: float, lo, hi) -> dict[str, Any]:
         xs, ys, ses, ks = [], [], [], []
@@ -547,7 +562,7 @@ def _summary(claim: Claim, numbers: list[dict[str, Any]], verdict: str) -> str:
         return "no comparison"
     key = {"disagrees": lambda r: r["holds"] is False, "inconclusive": lambda r: r["holds"] is None}.get(verdict)
     shown = [r for r in numbers if key(r)] if key else list(numbers)
-    what = "slope" if claim.type == "slope" else "ratio"
+    what = {"slope": "slope", "value": "value"}.get(claim.type, "ratio")
     parts = []
     for r in shown[:3]:
         if not _finite_num(r["lo"]) and r.get("k", MIN_REPLICATES) < MIN_REPLICATES:  # no interval: say why
@@ -562,7 +577,7 @@ def _summary(claim: Claim, numbers: list[dict[str, Any]], verdict: str) -> str:
             part += f" ({_num(r['a'])} / {_num(r['b'])})"
         parts.append(part)
     more = f"; … {len(shown) - 3} more" if len(shown) > 3 else ""
-    band = ("slope" if what == "slope" else "ratio") + " claimed " + (
+    band = what + " claimed " + (
         f"in [{_num(numbers[0]['min'])}, {_num(numbers[0]['max'])}]" if numbers[0]["min"] is not None
         and numbers[0]["max"] is not None else (f"< {_num(numbers[0]['max'])}" if numbers[0]["max"] is not None
                                                 else f"> {_num(numbers[0]['min'])}"))
