@@ -183,7 +183,7 @@ def test_problem_adds_report_sections(tmp_path):
     raw.attrs["spec"] = spec + f'\n[problem]\nname = "{problem}"\nd = 2\nnote = "from the spec"\n'
     write_store(raw, tmp_path / "w.zarr")
     md = write_report(tmp_path / "w.zarr", tmp_path / "out")
-    notes, own = md.split("## Widget notes\n\n")[1].split("\n\n## ")
+    notes, own = md.split("## Widget notes\n\n")[1].split("\n\n## ")[:2]  # then the glossary
     assert notes == "note = from the spec; 4 mechanisms."
     # the problem's own ratio table (computed from the store alone) repeats the generic one's column
     assert own.startswith("Gaussian baseline: mean-error ratio to truth_ref")

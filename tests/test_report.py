@@ -178,7 +178,102 @@ def test_few_replicates_get_a_banner_and_no_bias_flag(replicates, tmp_path):
         assert "no bias is flagged (‡) on them" in bias
         assert sections == ["Completeness", "Error per (mechanism, n, ε)", "Log–log slopes",
                             "Private mechanisms: mean-error ratio to np", "Bias and RMSE per coefficient",
-                            "Coverage of the non-private 95% CI (Awan–Slavković Algorithm 4)"], sections
+                            "Coverage of the non-private 95% CI"], sections
         assert "as few as 3 finished replicates (fewer than 10)" in md
     else:
         assert "‡" in row0 and sections == [] and "Small sample" not in md
+
+
+# ---------------------------------------------------------------------------
+# layout: summary, contents and glossary; sections that follow the problem; plain text
+# ---------------------------------------------------------------------------
+def _two_n_store(tmp_path, problem="linear", d=2, mechs=None, name="s"):
+    mechs = mechs or [SM("nonprivate", "nonprivate"), SM("kng", "kng", lambda n, e: 1 / (e * np.sqrt(n)))]
+    raw = synthetic_dataset(mechs, n=[100, 1000, 10_000], epsilon=[0.5, 1.0], replicates=12, d=d, seed=9,
+                            problem=problem)
+    path = tmp_path / f"{name}.zarr"
+    write_store(raw, path)
+    return path
+
+
+def test_summary_and_contents_come_first_and_link_every_section(tmp_path):
+    from kngflow.analysis.html import anchor
+
+    md = write_report(_two_n_store(tmp_path), tmp_path / "out", html=True, claims=False)
+    headings = [line for line in md.splitlines() if line.startswith("#")]
+    assert headings[0].startswith("# kngflow report") and headings[1:3] == ["## Summary", "## Contents"]
+    summary = md.split("## Summary\n")[1].split("\n## ")[0]
+    for what in ("- data: problem linear", "- grid: n = 10^2, 10^3, 10^4", "- mechanisms: nonprivate, kng (ε-DP)",
+                 "- completeness: 144 of 144 cells finished", "](error_vs_n.png)"):
+        assert what in summary, what
+    # the headline figure is shown once, in the summary
+    assert md.count("](error_vs_n.png)") == 1
+    # the contents link every later section, in order, with the ids report.html gives them
+    contents = md.split("## Contents\n\n")[1].split("\n\n")[0].splitlines()
+    later = [h[3:] for h in headings if h.startswith("## ")][2:]
+    assert [re.match(r"- \[(.*)\]\(#(.*)\)$", c).group(1) for c in contents] == later
+    seen = {}
+    ids = {anchor(h.lstrip("#").strip(), seen) for h in headings}
+    assert {re.match(r"- \[.*\]\(#(.*)\)$", c).group(1) for c in contents} <= ids
+    assert later[-1] == "Glossary" and "Log–log slopes" in later
+    page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    links = re.findall(r'<a href="#([^"]+)">', page)
+    assert len(links) == len(contents)
+    assert all(f'id="{link}"' in page for link in links), [x for x in links if f'id="{x}"' not in page]
+
+
+def test_glossary_defines_every_term_the_report_uses_and_no_other(tmp_path):
+    from kngflow.analysis.sections import GLOSSARY
+
+    for problem, d in (("linear", 2), ("svm", 2)):
+        md = write_report(_two_n_store(tmp_path, problem, d, name=problem), tmp_path / f"out_{problem}", claims=False)
+        body, glossary = md.split("\n## Glossary\n")
+        assert "\n## " not in glossary  # the last section
+        defined = re.findall(r"^- \*\*(.+?)\*\*: ", glossary, re.M)
+        used = [term for term, pattern, _text in GLOSSARY if re.search(pattern, body)]
+        assert defined == used
+        for must in ("Monte Carlo SE (MCSE)", "bias", "RMSE", "diagnosands", "Wilson interval", "coverage"):
+            assert must in defined, (problem, must)
+        assert ("χ²/dof" in defined) == (problem == "linear") and ("log–log slope" in defined) == (problem == "linear")
+    # a term the report does not use is not defined (a report without claims: no Bonferroni)
+    assert "Bonferroni" not in defined
+
+
+def test_bounded_error_has_no_slope_section_and_only_a_declared_rate_is_stated(tmp_path):
+    """SVM (misclassification rate: bounded, floor at the Bayes rate) declares loglog_slopes =
+    False: no slope section, no "should be"; negative control: linear (declares n^-1/2) shows
+    both; a problem declaring slopes but no rate (pca) shows slopes without an expected value."""
+    svm = write_report(_two_n_store(tmp_path, "svm", 2, name="svm"), tmp_path / "svm", claims=False)
+    assert "## Log–log slopes" not in svm and "should be" not in svm and "χ²/dof" not in svm
+    assert "No slopes of the log error on log n: the problem declares" in svm
+    assert not re.search(r"Figure \d|Awan|KNG paper", svm)  # captions in the problem's words, no other paper's
+    # the headline figure of an error that does not fall as a power of n is the one against ε
+    assert svm.split("## Summary")[1].split("\n## ")[0].count("](error_vs_epsilon.png)") == 1
+    linear = write_report(_two_n_store(tmp_path, "linear", name="lin"), tmp_path / "lin", claims=False)
+    assert "## Log–log slopes" in linear and "the non-private slope should be about −0.5" in linear
+    assert "No slopes of the log error" not in linear
+    pca = write_report(_two_n_store(tmp_path, "pca", 5, name="pca"), tmp_path / "pca", claims=False)
+    assert "## Log–log slopes" in pca and "should be" not in pca
+    assert not re.search(r"Figure \d|Awan|KNG paper", pca)
+
+
+def test_no_doubled_labels_and_no_absolute_paths(tmp_path):
+    mechs = [SM("nonprivate", "nonprivate"), SM("kng", "kng", lambda n, e: 1 / (e * np.sqrt(n))),
+             SM("KNG_inf", "kng", lambda n, e: 2 / (e * np.sqrt(n)))]
+    store = _two_n_store(tmp_path, mechs=mechs)
+    md = write_report(store, tmp_path / "out", claims=False)
+    doubled = re.findall(r"\b([\w.:]+) \(\1[,)]", md)
+    assert doubled == [], doubled
+    assert "kng (ε-DP)" in md and "KNG_inf (kng, ε-DP)" in md and "| kng | KNG_inf (kng) |" in md
+    # paths are relative to the store's folder: the store by its name, nothing absolute
+    assert "store `s.zarr`" in md
+    assert str(tmp_path) not in md and not re.search(r"`/|\s/(tmp|home|work|Users)/", md)
+
+
+def test_shown_path_is_relative_to_the_store_folder(tmp_path):
+    from kngflow.analysis.sections import shown_path
+
+    store = tmp_path / "results" / "x.zarr"
+    assert shown_path(store, store) == "x.zarr"
+    assert shown_path(tmp_path / "results" / "claims" / "x.claims.toml", store) == "claims/x.claims.toml"
+    assert shown_path("/elsewhere/workflows/x.claims.toml", store) == "x.claims.toml"

@@ -345,3 +345,42 @@ def check_printed(page: Path, tmp_path: Path) -> str:
         assert "".join("".join(header).split()) in squeezed, header
         assert "".join("".join(last).split()) in squeezed, last
     return text
+
+
+#: injected before </body>: the figures' sources, then one opened at full size by its link
+ZOOM_PROBE = """<script>window.addEventListener('load',function(){
+var r={};var imgs=Array.prototype.slice.call(document.images);
+r.narrow=imgs.map(function(i){return i.currentSrc!==i.src;});
+r.sizes=imgs.map(function(i){return [i.naturalWidth,i.getBoundingClientRect().width];});
+var fig=document.querySelector('figure.fig');var link=fig.querySelector('a.zoom');
+r.before=getComputedStyle(fig).position;link.click();
+setTimeout(function(){var img=fig.querySelector('img');r.after=getComputedStyle(fig).position;
+ r.open=[img.naturalWidth,img.getBoundingClientRect().width];r.hash=location.hash;
+ r.close=getComputedStyle(fig.querySelector('a.close')).display;
+ var p=document.createElement('pre');p.id='probe';p.textContent=JSON.stringify(r);document.body.appendChild(p);},200);});
+</script>"""
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [1280, 800])
+def test_html_figures_open_at_full_size_and_stack_on_narrow_screens(eps_report, width, tmp_path):
+    """A click on a figure opens it over the page at its full size (CSS ``:target``); under
+    900 px the multi-panel figures show their one-column version (panels stacked), at 1280 px
+    the faceted one; the contents' links point at headings that exist."""
+    out, _ = eps_report
+    text = (out / "report.html").read_text(encoding="utf-8")
+    links = re.findall(r'<a href="#([^"]+)">', text)
+    assert links and all(f'id="{link}"' in text for link in links)
+    probe = tmp_path / "zoom.html"
+    probe.write_text(text.replace("</body>", ZOOM_PROBE + "</body>"), encoding="utf-8")
+    proc = _chromium(tmp_path, "--virtual-time-budget=10000", f"--window-size={width},2000", "--dump-dom",
+                     probe.as_uri())
+    found = re.search(r'<pre id="probe">(.*?)</pre>', proc.stdout, re.S)
+    assert found, proc.stderr[-2000:]
+    r = json.loads(html.unescape(found.group(1)))
+    assert len(r["narrow"]) == 3  # the three figures, each a multi-panel one in this store
+    assert r["narrow"] == [width < 900] * 3, r
+    assert all(shown <= width for _natural, shown in r["sizes"])
+    assert r["before"] == "static" and r["after"] == "fixed" and r["hash"].startswith("#fig-")
+    natural, shown = r["open"]
+    assert abs(natural - shown) < 1 and r["close"] == "block", r  # full size, with a way back

@@ -12,7 +12,10 @@ them comes from the plug-in contract, through this module.
 * :func:`error_label` and :func:`reference_lines` — what the stored ``error`` measures, in
   words, and the errors of trivial releases the figures draw (``Problem.error_label``,
   ``Problem.reference_lines``; store attributes of the same names), and
-  :func:`coefficient_summaries` — whether per-coefficient bias/SD/RMSE tables mean anything.
+  :func:`coefficient_summaries` — whether per-coefficient bias/SD/RMSE tables mean anything;
+  :func:`loglog_slopes` and :func:`error_rate_in_n` — whether log–log slopes of the error on n
+  mean anything, and the slope the non-private error is known to have (``Problem.loglog_slopes``,
+  ``Problem.error_rate_in_n``; read from the problem built from the spec, never stored).
 
 Stores written by the sweep engine carry the root attributes ``nonprivate`` (JSON list of
 labels) and ``reference_stderr`` (a variable name, ``""`` for none).  Stores written before
@@ -37,7 +40,8 @@ from .storemeta import labels as _labels
 from .storemeta import spec as _spec
 
 __all__ = ["nonprivate_labels", "reference_stderr", "problem_name", "problem_comparisons", "problem_sections",
-           "declared_private", "error_label", "reference_lines", "coefficient_summaries"]
+           "declared_private", "error_label", "reference_lines", "coefficient_summaries",
+           "loglog_slopes", "error_rate_in_n"]
 
 
 def _cached(func):
@@ -278,3 +282,38 @@ def coefficient_summaries(ds: xr.Dataset) -> bool:
         return bool(problem_class(name).coefficient_summaries)
     except Exception:  # noqa: BLE001 - plug-in not importable here: the default
         return True
+
+
+def _problem_value(ds: xr.Dataset, member: str, default):
+    """``member`` of the problem built from the store's spec when its class declares it (a class
+    attribute or a property), else ``default``; the root attribute of that name (JSON) first."""
+    declared = ds.attrs.get(member)
+    if declared is not None:
+        try:
+            return json.loads(declared) if isinstance(declared, str) else declared
+        except (TypeError, ValueError):
+            return default
+    problem = _declaring_problem(ds, member)
+    if problem is None:
+        return default
+    try:
+        return getattr(problem, member)
+    except Exception:  # noqa: BLE001 - a plug-in that fails here costs its declaration
+        return default
+
+
+def loglog_slopes(ds: xr.Dataset) -> bool:
+    """Whether log–log slopes of the store's mean error on n mean something
+    (``Problem.loglog_slopes``): False for a bounded error that does not decay as a power of n
+    (a misclassification rate, whose floor is the Bayes rate).  True when undeclared."""
+    return bool(_problem_value(ds, "loglog_slopes", True))
+
+
+def error_rate_in_n(ds: xr.Dataset) -> float | None:
+    """The exponent r of the non-private error, E error ∝ n^r, that the store's problem declares
+    (``Problem.error_rate_in_n``; -0.5 for a √n-consistent estimator against the truth), or None."""
+    value = _problem_value(ds, "error_rate_in_n", None)
+    try:
+        return None if value is None or isinstance(value, bool) else float(value)
+    except (TypeError, ValueError):
+        return None

@@ -64,6 +64,8 @@ XLABEL_N = "log10(n)"
 
 #: longest axis label kept on one line (a problem's declared error label can be long)
 _LABEL_WIDTH = 56
+#: the same in a facet's panel, so that a wrapped label fits its height
+_FACET_LABEL_WIDTH = 40
 
 
 def _axis_label(text: str) -> str:
@@ -164,6 +166,24 @@ def _tex_n(n: float) -> str:
     return f"$10^{{{text[3:]}}}$" if text.startswith("10^") else text
 
 
+def _log10_n_ticks(ax: Axes, x: np.ndarray) -> None:
+    """Ticks of a log10(n) axis at whole powers of ten (labelled 2, 3, ... : log10 of 100,
+    1000, ...), never at the grid's own log10 values (2.48, 3.48 for n = 300, 3000); when the
+    grid spans less than two powers of ten, at its values, to two decimals."""
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return
+    whole = np.arange(math.ceil(x.min() - 1e-9), math.floor(x.max() + 1e-9) + 1)
+    if whole.size >= 2:
+        ax.set_xticks(whole)
+        ax.set_xticklabels([f"{int(v)}" for v in whole])
+    else:
+        ax.set_xticks(x)
+        ax.set_xticklabels([f"{v:.2f}".rstrip("0").rstrip(".") for v in x])
+    ax.minorticks_off()
+
+
 def _log2_epsilon_axis(ax: Axes, eps: np.ndarray) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xticks(eps)
@@ -217,8 +237,7 @@ def figure_error_vs_n(
         row = summ.sel(mechanism=label)
         yerr = row["log10_mean_error_se"].values if errorbars else None
         _draw_series(ax, x, row["log10_mean_error"].values, yerr, row["n_done"].values < R, styles.get(label, {}), label)
-    ax.set_xticks(x)
-    ax.set_xticklabels([f"{v:g}" for v in np.round(x, 2)])
+    _log10_n_ticks(ax, x)
     ax.set_xlabel(XLABEL_N)
     ax.set_ylabel(_axis_label(f"log10(average {error_label(ds)})"))
     ax.set_title(title if title is not None else _titled(ds, f"error vs n, ε = {_s.format_epsilon(eps)}"))
@@ -360,31 +379,44 @@ def figure_coverage_vs_epsilon(
 _PANEL_OF = {figure_error_vs_n: "epsilon", figure_error_vs_epsilon: "n", figure_coverage_vs_epsilon: "n"}
 
 
-def figure_facets(ds: xr.Dataset, figure=figure_error_vs_epsilon, *, ncols: int = 3, **kwargs: Any) -> Figure:
+def figure_facets(ds: xr.Dataset, figure=figure_error_vs_epsilon, *, ncols: int = 3, legend_at: str = "right",
+                  **kwargs: Any) -> Figure:
     """One panel of ``figure`` per value of the axis it fixes, in a single figure.
 
     ``figure`` is :func:`figure_error_vs_epsilon` or
     :func:`figure_coverage_vs_epsilon` (a panel per n) or
     :func:`figure_error_vs_n` (a panel per ε); ``kwargs`` go to every panel.
-    One legend for all panels, at the right; the y label on the first column
-    only; the figure's title is the study's name.
+    One legend for all panels, at the right (``legend_at="bottom"``: under the
+    panels, for a one-column figure on a narrow screen); the y label on the
+    first column only; the figure's title is the study's name.  Save with
+    ``bbox_inches="tight"`` so that no label is cut.
     """
+    if legend_at not in ("right", "bottom"):
+        raise ValueError(f"legend_at={legend_at!r}; allowed values are ('right', 'bottom')")
     if figure not in _PANEL_OF:
         raise ValueError(f"figure={getattr(figure, '__name__', figure)!r}; allowed: {[f.__name__ for f in _PANEL_OF]}")
     dim = _PANEL_OF[figure]
     values = ds[dim].values
     ncols = max(1, min(ncols, values.size))
     nrows = math.ceil(values.size / ncols)
-    fig = Figure(figsize=(4.6 * ncols + 2.2, 3.8 * nrows), layout="constrained")
+    ncols = math.ceil(values.size / nrows)  # rows as full as they can be: 4 panels 2 + 2, not 3 + 1
+    width = 4.6 * ncols + (2.2 if legend_at == "right" else 0.0)
+    fig = Figure(figsize=(width, 3.8 * nrows + (0.9 if legend_at == "bottom" else 0.0)), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for i, (ax, value) in enumerate(zip(axes, values)):
         panel = f"ε = {_s.format_epsilon(value)}" if dim == "epsilon" else f"n = {_tex_n(value)}"
         figure(ds, value, ax=ax, legend=False, title=panel, **kwargs)
         if i % ncols:
             ax.set_ylabel("")
+        else:
+            ax.set_ylabel(textwrap.fill(ax.get_ylabel().replace("\n", " "), _FACET_LABEL_WIDTH))
     for ax in axes[values.size:]:
         ax.set_visible(False)
-    fig.legend(*_legend_entries(axes[: values.size], ds), loc="outside right upper", frameon=False)
+    handles, labels = _legend_entries(axes[: values.size], ds)
+    if legend_at == "right":
+        fig.legend(handles, labels, loc="outside right upper", frameon=False)
+    else:
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(2, max(1, len(labels))), frameon=False)
     if study_name(ds):
         fig.suptitle(study_name(ds))
     return fig

@@ -5,6 +5,11 @@ and the problems' ``report_sections`` write: headings, paragraphs, lists, pipe t
 images, fenced code, ``code``, ``*emphasis*``, ``**strong**``) into HTML, with
 
 * every figure inline as a ``data:image/png;base64`` URI (read from the report's directory);
+  a click opens it at full size over the page (a CSS ``:target`` overlay: no script, no
+  second copy of the image), and a multi-panel figure given stacked versions
+  (``narrow_images``: two panels a row, one) shows them on narrow screens;
+* every heading with an id (GitHub's rule: :func:`anchor`), so that the contents' links
+  ``[text](#id)`` work in the browser and on GitHub alike;
 * every table sortable by clicking a column header (a few lines of inline JavaScript, no
   library; numbers such as ``10^4``, ``1/16``, ``0.123 ± 0.004`` sort by value, ``—`` last);
 * a banner (``> `` lines of the Markdown) where a statistic rests on few replicates;
@@ -14,7 +19,8 @@ images, fenced code, ``code``, ``*emphasis*``, ``**strong**``) into HTML, with
 * a print stylesheet: every table wraps to the page's width, so a PDF printed from the
   browser keeps every column and every figure.
 
-Links are kept as text (the file holds no ``href``/``src`` to the network).
+Links into the page (``#id``) are links; other links are kept as text (the file holds no
+``href``/``src`` to the network).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["render_html", "markdown_to_html", "SORT_SCRIPT"]
+__all__ = ["render_html", "markdown_to_html", "anchor", "SORT_SCRIPT"]
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;margin:2em auto;
@@ -40,6 +46,12 @@ th[aria-sort=ascending]::after{content:" \\25B2"}th[aria-sort=descending]::after
 tbody tr:nth-child(even){background:#f8f9fb}.scroll{overflow-x:auto}
 img{max-width:100%;height:auto;border:1px solid #ddd}figure{margin:1em 0}
 figcaption{font-style:italic;font-size:.9em;color:#333}
+a.zoom{cursor:zoom-in;display:inline-block;max-width:100%}figure .close{display:none}
+figure.fig:target{position:fixed;inset:0;z-index:10;margin:0;padding:2.6em 1em 1em;background:#fff;overflow:auto}
+figure.fig:target a.zoom{cursor:auto;max-width:none}figure.fig:target img{max-width:none;border:none}
+figure.fig:target .close{display:block;position:fixed;top:.4em;right:1.2em;font-weight:600;background:#fff;
+padding:.2em .6em;border:1px solid #888;border-radius:4px;text-decoration:none;color:#1b1b1b}
+nav.contents ul{columns:2 18em}
 pre{background:#f4f4f4;padding:.8em;overflow-x:auto;font-size:.85em;white-space:pre-wrap}
 code{background:#f4f4f4;padding:0 .2em;overflow-wrap:anywhere}
 .banner{border-left:4px solid #c98a00;background:#fff7e0;padding:.4em .8em;margin:.6em 0}
@@ -52,7 +64,7 @@ body{max-width:none;margin:0;padding:0;font-size:10pt;line-height:1.3}
 table{font-size:7.5pt;width:100%}th,td{padding:.15em .3em}
 th{position:static;cursor:auto}th[aria-sort]::after{content:none}
 .scroll{overflow:visible}tr,figure,img,.banner{break-inside:avoid}h1,h2,h3{break-after:avoid}
-img{max-height:120mm;width:auto;border:none}pre{font-size:7pt}
+img{max-height:120mm;width:auto;border:none}pre{font-size:7pt}figure .close{display:none}a{color:inherit}
 }
 """
 
@@ -101,11 +113,19 @@ _LIST = re.compile(r"^\s*[-*+]\s+(.*)$")
 _SEP = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
 
 
-def _slug(text: str, seen: dict[str, int]) -> str:
-    base = re.sub(r"[^\w]+", "-", text.lower()).strip("-") or "section"
+def anchor(text: str, seen: dict[str, int] | None = None) -> str:
+    """The id of a heading, as GitHub makes it: lower case, punctuation dropped (letters, digits,
+    ``_``, ``-`` and spaces kept), spaces turned into ``-``; the n-th repeat of an id gets
+    ``-n`` (``seen`` counts the ids given so far in the page, headings of every level in order)."""
+    base = re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-") or "section"
+    if seen is None:
+        return base
     n = seen.get(base, 0)
     seen[base] = n + 1
     return base if n == 0 else f"{base}-{n}"
+
+
+_slug = anchor
 
 
 def _inline(text: str) -> str:
@@ -117,6 +137,7 @@ def _inline(text: str) -> str:
             out.append(f"<code>{html.escape(part[1:-1])}</code>")
             continue
         s = html.escape(part, quote=False)
+        s = re.sub(r"\[([^\]]+)\]\((#[^)\s\"'<>]+)\)", r'<a href="\2">\1</a>', s)
         s = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", r"\1 (\2)", s)
         s = re.sub(r"\*\*(\S(?:.*?\S)?)\*\*", r"<strong>\1</strong>", s)
         s = re.sub(r"(?<![\w*])\*(\S(?:[^*]*?\S)?)\*(?![\w*])", r"<em>\1</em>", s)
@@ -156,18 +177,30 @@ def table_html(header: list[str], rows: list[list[str]], *, table_id: str | None
     return f'<div class="scroll"><table class="{cls}"{ident}>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table></div>'
 
 
-def _image(alt: str, src: str, base: Path | None, caption: str | None) -> str:
+def _image(alt: str, src: str, base: Path | None, caption: str | None, narrow=None) -> str:
+    """A figure: the image inline, a click opening it at full size (``:target``), a close link,
+    the caption; ``narrow``: ``[(media, PNG bytes)]`` shown instead where the CSS media query
+    matches (the first that does)."""
     path = Path(src) if base is None else base / src
     if src.startswith(("http://", "https://", "//")) or not path.is_file():
         return f"<p>[figure {html.escape(alt)}: {html.escape(src)} not available]</p>"
     data = base64.b64encode(path.read_bytes()).decode("ascii")
     mime = "image/svg+xml" if src.lower().endswith(".svg") else "image/png"
     cap = f"<figcaption>{_inline(caption)}</figcaption>" if caption else ""
-    return f'<figure><img alt="{html.escape(alt)}" src="data:{mime};base64,{data}">{cap}</figure>'
+    ident = "fig-" + (re.sub(r"[^\w-]+", "-", Path(src).stem) or "figure")
+    source = ""
+    for media, png in narrow or ():
+        small = base64.b64encode(png).decode("ascii")
+        source += f'<source media="{html.escape(media)}" srcset="data:image/png;base64,{small}">'
+    return (f'<span id="{ident}-at"></span><figure class="fig" id="{ident}">'
+            f'<a class="close" href="#{ident}-at">close ✕</a>'
+            f'<a class="zoom" href="#{ident}" title="open at full size"><picture>{source}'
+            f'<img alt="{html.escape(alt)}" src="data:{mime};base64,{data}"></picture></a>{cap}</figure>')
 
 
-def markdown_to_html(md: str, image_dir: str | Path | None = None) -> str:
-    """HTML for the Markdown subset the report writes; images inlined from ``image_dir``."""
+def markdown_to_html(md: str, image_dir: str | Path | None = None, narrow_images: dict[str, list] | None = None) -> str:
+    """HTML for the Markdown subset the report writes; images inlined from ``image_dir``
+    (``narrow_images``: ``{file: [(CSS media, PNG bytes)]}`` shown instead where the media match)."""
     base = None if image_dir is None else Path(image_dir)
     lines = md.splitlines()
     out: list[str] = []
@@ -209,7 +242,7 @@ def markdown_to_html(md: str, image_dir: str | Path | None = None) -> str:
                 caption, i = nxt[1:-1], j + 1
             else:
                 i += 1
-            out.append(_image(m.group(1), m.group(2), base, caption))
+            out.append(_image(m.group(1), m.group(2), base, caption, (narrow_images or {}).get(m.group(2))))
             continue
         if line.lstrip().startswith("|") and i + 1 < len(lines) and _SEP.match(lines[i + 1].strip()):
             header = _cells(line)
@@ -230,7 +263,9 @@ def markdown_to_html(md: str, image_dir: str | Path | None = None) -> str:
                 elif items:
                     items[-1] += " " + lines[i].strip()
                 i += 1
-            out.append("<ul>" + "".join(f"<li>{_inline(t)}</li>" for t in items) + "</ul>")
+            listed = "<ul>" + "".join(f"<li>{_inline(t)}</li>" for t in items) + "</ul>"
+            contents = bool(out) and out[-1].startswith('<h2 id="contents">')
+            out.append(f'<nav class="contents">{listed}</nav>' if contents else listed)
             continue
         para = []
         while i < len(lines) and lines[i].strip() and not (
@@ -292,12 +327,13 @@ def render_html(
     attrs: dict[str, Any],
     title: str = "kngflow report",
     extra_sections: list[tuple[str, str]] = (),
+    narrow_images: dict[str, list] | None = None,
 ) -> str:
     """The whole HTML document: the report's Markdown (its header, caveats and tables), then
     ``extra_sections`` (``(heading, html)``), then the provenance folded in a ``<details>``: the
     spec, its history, its hash and the package versions; CSS (screen and print) and the sorting
     script inline."""
-    body = [markdown_to_html(md, image_dir)]
+    body = [markdown_to_html(md, image_dir, narrow_images)]
     for heading, block in extra_sections:
         body.append(f"<h2>{html.escape(heading)}</h2>\n{block}")
     body.append("<h2 id=\"provenance\">Provenance</h2>")

@@ -16,6 +16,10 @@ explicit generator).  Everything else has a default here and may be declared:
   record domain that privacy audits draw adjacent data sets from; ``audit_defaults``:
   the options ``kngflow audit`` builds the problem with unless told otherwise;
 * ``report_sections(ds)``: Markdown blocks the problem adds to ``kngflow report``;
+* ``loglog_slopes`` and ``error_rate_in_n``: whether the report's log–log slopes of the error
+  on n mean something (False for a bounded error that does not decay as a power of n, such
+  as a misclassification rate bottoming out at the Bayes rate), and the exponent the
+  non-private error is known to decay with (``-0.5``: a √n-consistent estimator), or None;
 * ``family``: a built-in problem whose data this one's ``simulate`` returns, so that
   its mechanism kinds (``"kng"``, ...) can be named in a spec.
 
@@ -98,6 +102,14 @@ class Problem:
     #: ``theta_star`` mean something (the report's per-coefficient tables); False for a
     #: release such as a subspace basis, whose entries are defined only up to sign or rotation
     coefficient_summaries: ClassVar[bool] = True
+    #: whether the report's log–log slopes of the mean error on n mean something; False for an
+    #: error that is bounded or does not decay as a power of n (a misclassification rate,
+    #: whose floor is the Bayes rate), which drops the report's slope section
+    loglog_slopes: ClassVar[bool] = True
+    #: the exponent r of the non-private reference's mean error, E error ∝ n^r (-0.5 for a
+    #: √n-consistent estimator measured by its ℓ2 distance to the truth); the report's slope
+    #: section states it as the expected slope; None (default): no rate is declared
+    error_rate_in_n: ClassVar[float | None] = None
 
     @property
     def name(self) -> str:

@@ -29,7 +29,7 @@ import numpy as np
 from kngflow._jit import jit
 
 __all__ = ["NORMS", "RecordDomain", "check_data_norm", "check_radius", "record_domain", "norm_factor", "row_norms",
-           "domain_covariates", "ROUNDING_SLACK"]
+           "domain_covariates", "response_records", "ROUNDING_SLACK"]
 
 NORMS = ("l1", "l2", "linf")
 #: relative slack of the ℓ1 and ℓ2 membership checks: the rounding of a row rescaled onto
@@ -177,4 +177,22 @@ def domain_covariates(domain: RecordDomain, d: int) -> tuple[np.ndarray, np.ndar
     _, first = np.unique(np.round(pts, 12), axis=0, return_index=True)
     boundary = r * pts[np.sort(first)]
     fill = r * np.vstack([np.zeros((1, d)), 0.5 * eye, -0.5 * eye])
+    return boundary, fill
+
+
+def response_records(d: int, y_max: float, *, scale_from_data: bool = False,
+                     domain: RecordDomain | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Records ``(x, y)`` ``(boundary, fill)`` of a regression for privacy audits: the
+    covariates of :func:`domain_covariates` (default: the box ``[-1, 1]^d``), ``y = ±y_max``
+    on the boundary and ``y`` in ``{-y_max, 0, y_max}`` in the fill.  With
+    ``scale_from_data`` (a protocol that scales by ``max|y|`` of the data, so ``y`` has no
+    public bound) boundary records also take ``y = ±y_max/10`` and fill records ``y`` in
+    ``{-y_max/10, 0, y_max/10}``, so that one record can change the scale tenfold."""
+    corners, grid = domain_covariates(RecordDomain("linf", 1.0) if domain is None else domain, d)
+    ys_b, ys_f = [-y_max, y_max], [-y_max, 0.0, y_max]
+    if scale_from_data:
+        ys_b += [-y_max / 10, y_max / 10]
+        ys_f = [-y_max / 10, 0.0, y_max / 10]
+    boundary = np.array([[*x, y] for x in corners for y in ys_b])
+    fill = np.array([[*x, y] for x in grid for y in ys_f])
     return boundary, fill

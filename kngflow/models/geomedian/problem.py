@@ -166,6 +166,8 @@ class GeoMedianProblem(SimulatedProblem):
     theta: tuple | None = None
     sigma: float = 1.0
     name: str = field(default="geomedian", init=False)
+    #: the non-private error falls like n^(-1/2) (a √n-consistent estimator against the truth)
+    error_rate_in_n = -0.5
     audit_defaults = {"d": 2}
 
     def __post_init__(self):

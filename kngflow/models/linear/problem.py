@@ -36,7 +36,6 @@ satisfies ``|y - x' theta| <= 1 + B``.
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -46,6 +45,7 @@ import numpy as np
 
 from kngflow._jit import jit
 from kngflow.problems.base import Problem
+from kngflow.problems.domains import response_records
 from kngflow.problems.protocols import PROTOCOLS, check_regression_n, protocol_audit_options, protocol_caveats
 from kngflow.warnings import PrivacyLeakWarning
 
@@ -328,6 +328,12 @@ class LinearProblem(Problem):
     #: the KNG paper's Figure 1 comparison
     report_comparisons = {"KNG and exponential mechanism": ("kng", "exponential")}
 
+    @property
+    def error_rate_in_n(self) -> float | None:  # type: ignore[override]
+        """-0.5 against the truth (the non-private fit is √n-consistent); None on a real data
+        set, whose reference is the full-data fit."""
+        return -0.5 if self.reference == "truth" else None
+
     @classmethod
     def audit_options(cls, given: dict) -> dict:
         """The audit's data protocol is ``public_bound`` with ``y_bound = 1`` unless ``given`` says otherwise."""
@@ -469,18 +475,7 @@ class LinearProblem(Problem):
         audit can change ``max|y|`` tenfold with one record.
         """
         ym = float(self.y_bound) if self.y_bound is not None else 1.0
-        corners = np.array(list(itertools.product((-1.0, 1.0), repeat=self.d)))
-        if self.d <= 4:
-            xs = np.array(list(itertools.product((-1.0, 0.0, 1.0), repeat=self.d)))
-        else:
-            xs = np.vstack([corners, np.zeros((1, self.d))])
-        ys_b, ys_f = [-ym, ym], [-ym, 0.0, ym]
-        if self.protocol == "paper":
-            ys_b += [-ym / 10, ym / 10]
-            ys_f = [-ym / 10, 0.0, ym / 10]
-        boundary = np.array([[*x, y] for x in corners for y in ys_b])
-        fill = np.array([[*x, y] for x in xs for y in ys_f])
-        return boundary, fill
+        return response_records(self.d, ym, scale_from_data=self.protocol == "paper")
 
     def gradient(self, stats: LinearStats, theta: np.ndarray) -> np.ndarray:
         """Gradient of the scaled empirical risk at ``theta``: ``2 (G theta - c)``."""

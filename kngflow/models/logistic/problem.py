@@ -197,7 +197,7 @@ def logistic_gradient_dd(hi, lo, X, y, gh, gl):
     ``gh + gl``; returns a bound on ``max_j |g_computed_j - g_exact_j|``.
 
     Per record: ``t = x_i' beta`` from exact products (within ``δt = u sum_j |x_ij lo_j| +
-    8 (m + 2) u^2 sum_j |x_ij| (|hi_j| + |lo_j|)``, as :func:`~kngflow.kernels.dd.residual_dd`);
+    8 (m + 2) u^2 sum_j |x_ij| (|hi_j| + |lo_j|)``, as :func:`~kngflow.kernels.certified.residual_dd`);
     ``e = exp(-|t|)`` by :func:`~kngflow.kernels.dd.exp_dd`; ``w = sigma(t) - y_i`` as
     ``±1 / (1 + e)`` or ``±e / (1 + e)`` (never a difference of nearly equal numbers).  ``w``
     moves by at most ``|Δe|`` per ``Δe`` and by ``|Δt| / 4`` per ``Δt``, and the double-double
@@ -469,6 +469,12 @@ class LogisticProblem(SimulatedProblem):
             "theta_star is the non-private MLE on these data, so error is the distance to it); "
             + data.caveat + "."
         )
+
+    @property
+    def error_rate_in_n(self) -> float | None:  # type: ignore[override]
+        """-0.5 against the truth (the non-private fit is √n-consistent); None on a real data
+        set, whose reference is the full-data fit."""
+        return -0.5 if self.reference == "truth" else None
 
     @property
     def reference(self) -> str:

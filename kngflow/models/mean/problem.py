@@ -138,6 +138,8 @@ class MeanProblem(SimulatedProblem):
     radius: float = 1.0
     data_norm: str = "linf"
     name: str = field(default="mean", init=False)
+    #: the non-private error falls like n^(-1/2) (a √n-consistent estimator against the truth)
+    error_rate_in_n = -0.5
     audit_defaults = {"d": 2}
 
     def __post_init__(self):

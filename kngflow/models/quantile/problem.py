@@ -147,6 +147,8 @@ class QuantileProblem(Problem):
     upper: float = 10.0
     name: str = field(default="quantile", init=False)
     d: int = field(default=1, init=False)
+    #: the non-private error falls like n^(-1/2) (a √n-consistent estimator against the truth)
+    error_rate_in_n = -0.5
 
     def __post_init__(self):
         object.__setattr__(self, "tau", check_tau(self.tau))

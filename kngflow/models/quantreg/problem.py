@@ -39,7 +39,6 @@ Neighbouring data sets differ in one record ``(x_1, y_1) -> (x_1', y_1')``; writ
 
 from __future__ import annotations
 
-import itertools
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -50,6 +49,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from kngflow.problems.base import Problem, check_tau
+from kngflow.problems.domains import response_records
 from kngflow.problems.protocols import PROTOCOLS, check_regression_n, protocol_audit_options, protocol_caveats
 from kngflow.warnings import PrivacyLeakWarning
 
@@ -326,17 +326,7 @@ class QuantRegProblem(Problem):
         tenfold).
         """
         ym = float(self.y_bound) if self.protocol == "public_bound" else 1.0
-        corners = np.array(list(itertools.product((-1.0, 1.0), repeat=self.d)))
-        xs = np.array(list(itertools.product((-1.0, 0.0, 1.0), repeat=self.d))) if self.d <= 4 else np.vstack(
-            [corners, np.zeros((1, self.d))]
-        )
-        ys_b, ys_f = [-ym, ym], [-ym, 0.0, ym]
-        if self.protocol == "paper":
-            ys_b += [-ym / 10, ym / 10]
-            ys_f = [-ym / 10, 0.0, ym / 10]
-        boundary = np.array([[*x, y] for x in corners for y in ys_b])
-        fill = np.array([[*x, y] for x in xs for y in ys_f])
-        return boundary, fill
+        return response_records(self.d, ym, scale_from_data=self.protocol == "paper")
 
     def audit_data(self, records: np.ndarray) -> QuantRegData:
         """Mechanism input for a data set given as records ``(m, d + 1)``, after the protocol."""
