@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kngflow.problems.rows import D_COLUMNS, N_ROWS
+
 __all__ = ["RealData", "catalogue", "truncate_and_scale", "scale_to_unit", "scale_code_ranges", "frozen", "QUANTILES"]
 
 #: Truncation quantiles of Awan & Slavković §6.3.
@@ -64,13 +66,8 @@ class RealData:
     private_preprocessing: bool
     caveat: str
 
-    @property
-    def n(self) -> int:
-        return int(self.X.shape[0])
-
-    @property
-    def d(self) -> int:
-        return int(self.X.shape[1])
+    n = N_ROWS
+    d = D_COLUMNS
 
 
 def truncate_and_scale(v: np.ndarray, quantiles: tuple = QUANTILES) -> tuple[np.ndarray, tuple[float, float]]:

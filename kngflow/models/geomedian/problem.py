@@ -31,6 +31,7 @@ import numpy as np
 
 from kngflow._jit import jit
 from kngflow.problems.base import SimulatedProblem, check_dimension, check_finite_positive, check_vector
+from kngflow.problems.rows import D_COLUMNS, N_ROWS
 
 __all__ = [
     "GeoMedianData",
@@ -47,13 +48,8 @@ class GeoMedianData(NamedTuple):
 
     X: np.ndarray
 
-    @property
-    def n(self) -> int:
-        return int(self.X.shape[0])
-
-    @property
-    def d(self) -> int:
-        return int(self.X.shape[1])
+    n = N_ROWS
+    d = D_COLUMNS
 
 
 def geomedian_data(x) -> GeoMedianData:

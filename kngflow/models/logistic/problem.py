@@ -58,6 +58,7 @@ from kngflow._jit import jit
 from kngflow.kernels.dd import EXP_DD_REL, UNIT, dd_add, dd_add_dd, dd_div, exp_dd, two_prod
 from kngflow.problems.base import SimulatedProblem, check_vector
 from kngflow.problems.domains import NORMS, RecordDomain, domain_covariates, norm_factor, record_domain
+from kngflow.problems.rows import D_COLUMNS, N_ROWS
 
 __all__ = [
     "BOX",
@@ -99,13 +100,8 @@ class LogisticData(NamedTuple):
         """The declared record domain (public)."""
         return RecordDomain(self.data_norm, self.radius)
 
-    @property
-    def n(self) -> int:
-        return int(self.X.shape[0])
-
-    @property
-    def d(self) -> int:
-        return int(self.X.shape[1])
+    n = N_ROWS
+    d = D_COLUMNS
 
 
 def logistic_data(X, y, *, radius=1.0, data_norm="linf") -> LogisticData:

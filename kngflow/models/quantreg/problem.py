@@ -52,6 +52,7 @@ from kngflow.problems.base import Problem, check_tau
 from kngflow.problems.domains import response_records
 from kngflow.problems.protocols import PROTOCOLS, check_regression_n, protocol_audit_options, protocol_caveats
 from kngflow.warnings import PrivacyLeakWarning
+from kngflow.problems.rows import D_COLUMNS, N_ROWS
 
 __all__ = [
     "QuantRegData",
@@ -97,13 +98,8 @@ class QuantRegData(NamedTuple):
     tau: float
     scale: float
 
-    @property
-    def n(self) -> int:
-        return int(self.X.shape[0])
-
-    @property
-    def d(self) -> int:
-        return int(self.X.shape[1])
+    n = N_ROWS
+    d = D_COLUMNS
 
 
 def quantreg_data(X, y, tau, *, y_bound: float | None = None) -> QuantRegData:
