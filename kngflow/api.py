@@ -162,11 +162,20 @@ def allowed_options(problem: str, kind: str) -> list[str]:
 def get_mechanism(problem: str, kind: str, **options):
     """Build mechanism ``kind`` for ``problem`` with keyword ``options``.
 
-    ``hardened`` defaults to True here (the API a user calls on their own data) for every
-    private mechanism that declares a hardening (every built-in one): the release is
-    snapped to a public grid (:mod:`kngflow.mechanisms.hardening`); options it cannot
-    honour raise a one-line error naming them; pass ``hardened=False`` for the unhardened
-    floating-point release.
+    No silent leak on the default path: ``hardened`` defaults to True here (the API a user
+    calls on their own data) for every private mechanism that declares a hardening, whose
+    release is then snapped to a public grid (:mod:`kngflow.mechanisms.hardening`); options
+    it cannot honour raise a one-line error naming them.  A private mechanism that declares
+    no hardening is not built unless the call says ``hardened=False``: without it,
+    :class:`~kngflow.mechanisms.hardening.HardeningError` (a ValueError), one line naming
+    the mechanism and ``hardened=False``.  Pass ``hardened=False`` for the unhardened
+    floating-point release of any mechanism (its low bits can depend on the data).
+    Non-private mechanisms have nothing to harden.
+
+    Built-in mechanisms that declare no hardening (so need ``hardened=False``): PCA's
+    ``analyze_gauss``, ``mod_sulq``, ``sulq`` and ``exponential``, and the Bayesian model's
+    ``naive``, ``noise_aware`` and ``ops`` (``tests/test_hardened_default.py`` walks the
+    registry and lists them); every other built-in private mechanism is hardened by default.
 
     Raises ValueError (:class:`kngflow.registry.PluginError`) naming ``kind`` and the
     allowed values, and TypeError naming an unknown option and the allowed ones.
@@ -181,6 +190,18 @@ def get_mechanism(problem: str, kind: str, **options):
     unknown = sorted(set(options) - set(allowed) - {"hardened"})
     if unknown:
         raise TypeError(f"unknown option(s) {unknown} for mechanism {kind!r}; allowed options: {allowed}")
-    if "hardened" not in options and cls.private and cls.declares_hardening():
+    if "hardened" not in options and cls.private:
+        if not cls.declares_hardening():
+            from kngflow.mechanisms.hardening import HardeningError  # here: it imports numba
+
+            raise HardeningError(_unhardenable_message(problem, kind, cls))
         options = {**options, "hardened": True}
     return cls(**options)
+
+
+def _unhardenable_message(problem: str, kind: str, cls: type) -> str:
+    """The one line :func:`get_mechanism` raises for a private mechanism that declares no
+    hardening, built without an explicit ``hardened`` option."""
+    return (f"hardened: mechanism {kind!r} ({cls.__name__}) of problem {problem!r} declares no hardening "
+            "(kngflow.mechanisms.hardening), so its float64 release can leak through its low bits; pass "
+            "hardened=False to build it unhardened (a spec: hardened = false)")

@@ -94,6 +94,7 @@ def audit(folder, *args, timeout=600):
     return kngflow_cli("audit", *args, "--no-progress", cwd=folder, env=env, timeout=timeout)
 
 
+
 def one_line_error(out, *parts):
     assert out.returncode == 2 and out.stdout == "", (out.returncode, out.stdout, out.stderr)
     assert "Traceback" not in out.stderr, out.stderr

@@ -41,12 +41,12 @@ ROOT = Path(__file__).resolve().parents[1]
 #   (100; 1e8 for linear regression, whose sufficient statistics at radius 1000 need it).
 # ``random_state`` is fixed by the checks themselves (``set_random_state``), which makes every
 # fit deterministic, as the idempotence and invariance checks require.  Hardening is on
-# (the default) wherever the mechanism declares it.
+# (the default) wherever the mechanism declares it; PCA's kinds declare none, so it says hardened=False.
 CHECKED = [
     LinearRegression(epsilon=1e8, radius=1000.0, y_bound=1e4, random_state=0),
     LogisticRegression(epsilon=100.0, radius=200.0, random_state=0),
     LinearSVC(epsilon=100.0, radius=200.0, random_state=0),
-    PCA(epsilon=100.0, radius=200.0, random_state=0),
+    PCA(epsilon=100.0, radius=200.0, random_state=0, hardened=False),  # no PCA kind declares a hardening
     Mean(epsilon=100.0, radius=200.0, random_state=0),
 ]
 
@@ -108,7 +108,7 @@ def test_regression_pipeline_cross_val_score():
 def test_pca_pipeline_cross_val_score():
     """Standardise, squash into the unit ball (public map), private PCA, then a classifier."""
     X, y = _classification(n=300, d=5)
-    pipe = make_pipeline(StandardScaler(), FunctionTransformer(_to_unit_ball), PCA(2, epsilon=2.0, random_state=0),
+    pipe = make_pipeline(StandardScaler(), FunctionTransformer(_to_unit_ball), PCA(2, epsilon=2.0, random_state=0, hardened=False),
                          LogisticRegression(epsilon=2.0, random_state=0))
     scores = cross_val_score(pipe, X, y, cv=3)
     assert scores.shape == (3,)
@@ -141,7 +141,7 @@ def test_pca_attributes():
     rng = np.random.default_rng(3)
     X = rng.normal(size=(500, 4)) * np.array([3.0, 1.0, 0.5, 0.2])
     X /= np.linalg.norm(X, axis=1).max()
-    pca = PCA(2, epsilon=5.0, random_state=0).fit(X)
+    pca = PCA(2, epsilon=5.0, random_state=0, hardened=False).fit(X)
     assert pca.components_.shape == (2, 4) and pca.n_components_ == 2
     assert np.allclose(pca.components_ @ pca.components_.T, np.eye(2), atol=1e-9)
     assert pca.transform(X).shape == (500, 2)
@@ -153,7 +153,7 @@ def test_pca_attributes():
     lambda **kw: LogisticRegression(**kw),
     lambda **kw: LinearSVC(**kw),
     lambda **kw: LinearRegression(y_bound=3.0, **kw),
-    lambda **kw: PCA(**kw),
+    lambda **kw: PCA(hardened=False, **kw),
     lambda **kw: Mean(**kw),
 ])
 def test_random_state_makes_fit_reproducible(make):
@@ -251,7 +251,12 @@ def test_accountant_refuses_an_over_budget_fit_and_nothing_is_fitted():
         est.fit(X, y)
     assert not hasattr(est, "coef_") and not hasattr(est, "classes_")
     assert acc.total() == pytest.approx((0.6, 0.0))
-    PCA(epsilon=0.4, accountant=acc, random_state=0).fit(X / 2.0)  # what is left still fits
+    refused = PCA(epsilon=0.4, accountant=acc, random_state=0)
+    with pytest.raises(ValueError, match="hardened=False") as info:  # no silent leak: it declares no hardening
+        refused.fit(X / 2.0)
+    assert "\n" not in str(info.value) and not hasattr(refused, "components_")
+    assert acc.total() == pytest.approx((0.6, 0.0))  # nothing spent on a refusal
+    PCA(epsilon=0.4, accountant=acc, random_state=0, hardened=False).fit(X / 2.0)  # what is left still fits
     assert acc.remaining()[0] == pytest.approx(0.0, abs=1e-12)
 
 

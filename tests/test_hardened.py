@@ -151,9 +151,12 @@ class NoHardening(Mechanism):
         return Release(data.xbar + rng.laplace(size=data.d) * 2.0 / (data.n * epsilon))
 
 
-def test_a_plug_in_without_a_hardening_is_unhardened_by_default_and_refuses_hardened_true():
+def test_a_plug_in_without_a_hardening_refuses_by_default_and_refuses_hardened_true():
     ref = f"{__name__}:NoHardening"
-    assert not get_mechanism("mean", ref).hardened
+    with pytest.raises(HardeningError, match="hardened=False") as info:  # no silent float64 release
+        get_mechanism("mean", ref)
+    assert "\n" not in str(info.value) and "NoHardening" in str(info.value)
+    assert not get_mechanism("mean", ref, hardened=False).hardened
     with pytest.raises(HardeningError, match="hardened: mechanism NoHardening cannot be hardened"):
         get_mechanism("mean", ref, hardened=True)
 
@@ -173,6 +176,7 @@ def test_kngflow_audit_prints_the_guarantee_of_the_hardened_release():
     assert "not hardened: the float64 release itself" in out.stdout, out.stdout + out.stderr
 
 
+@pytest.mark.slow
 def test_a_real_data_spec_runs_hardened_and_the_store_says_so(tmp_path):
     spec = tmp_path / "fair.toml"
     spec.write_text(textwrap.dedent("""
@@ -228,9 +232,10 @@ def test_a_real_data_spec_runs_hardened_and_the_store_says_so(tmp_path):
     assert len(lines) == 1 and "hardened" in lines[0] and "mechanisms[2]" in lines[0], out.stderr
 
 
+@pytest.mark.slow
 def test_hardened_is_listed_only_where_it_can_be_honoured_and_a_declared_box_hardens_a_plug_in():
     ref = f"{__name__}:NoHardening"
-    assert "hardened" not in type(get_mechanism("mean", ref)).option_names()
+    assert "hardened" not in type(get_mechanism("mean", ref, hardened=False)).option_names()
     assert not get_mechanism("mean", ref, hardened=False).hardened
     assert "hardened" in type(get_mechanism("mean", "kng")).option_names()
     out = kngflow_cli("audit", ref, "--problem", "mean", "--draws", "2000", "--option", "hardened=false",

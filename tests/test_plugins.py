@@ -75,6 +75,7 @@ def test_every_command_of_the_tutorial_ends_as_documented(tutorial):
         assert "Traceback" not in proc.stderr, (argv, proc.stderr[-2000:])
 
 
+@pytest.mark.slow
 def test_outside_mechanism_is_stored_reported_and_recorded(tutorial):
     folder, _ = tutorial
     ds = xr.open_zarr(folder / "compare.zarr")
@@ -94,6 +95,7 @@ def test_outside_mechanism_is_stored_reported_and_recorded(tutorial):
     assert "laplace" in report and "kng_linf" in report
 
 
+@pytest.mark.slow
 def test_outside_problem_runs_with_builtin_and_outside_mechanisms(tutorial):
     folder, _ = tutorial
     ds = xr.open_zarr(folder / "beta.zarr")
@@ -168,6 +170,7 @@ def test_a_bad_plugin_is_one_line_and_nothing_is_written(tmp_path, kind, message
     assert not store.exists() and not Path(f"{store}.lock").exists()
 
 
+@pytest.mark.slow
 def test_a_worker_that_cannot_import_the_plugin_is_named(tmp_path):
     """The client imports the module, the workers (another PYTHONPATH) do not: one line, nothing computed."""
     from daskprocs import DaskProcesses
@@ -194,6 +197,7 @@ def test_a_worker_that_cannot_import_the_plugin_is_named(tmp_path):
 
 
 # --------------------------------------------------------------------------- entry points, public names
+@pytest.mark.slow
 def test_an_installed_package_registers_short_names(tmp_path):
     """A distribution's ``kngflow.mechanisms`` / ``kngflow.problems`` entry points (a real
     ``.dist-info`` on ``PYTHONPATH``) make short names usable in a spec; the store records

@@ -104,8 +104,10 @@ class LogisticRegression(_LinearClassifier):
     random_state : None, int, numpy Generator or RandomState
         The noise's source; an int makes ``fit`` reproducible.
     hardened : None, True or False, default None
-        None: hardened (snapped to a public grid, :mod:`kngflow.mechanisms.hardening`) where the
-        mechanism can be, as :func:`kngflow.api.get_mechanism` does; True requires it.
+        None: as :func:`kngflow.api.get_mechanism` does, hardened (snapped to a public grid,
+        :mod:`kngflow.mechanisms.hardening`) where the mechanism declares a hardening, and a
+        one-line ValueError naming ``hardened=False`` (before anything is spent) where it does
+        not: no silent float64 release.  True requires it; False releases the float64 value.
     accountant : BudgetAccountant or None
         ``fit`` spends ``(epsilon, delta of the mechanism's claim)`` from it before releasing,
         and fits nothing when it refuses.
@@ -164,8 +166,9 @@ class LinearSVC(_LinearClassifier):
         Any registered kind of problem ``"svm"`` ("kng_hinge", "kng", "output", "objective",
         "objective_ext", "noisy_gd", "dpsgd", "nonprivate"); "kng_hinge" (KNG on the hinge's
         subgradient, pure ε-DP, hardened) by default: the most accurate pure-ε kind on unit-ball
-        rows of breast cancer at ε = 0.5 and 2 ((ε, δ) "noisy_gd" was better still).  "objective" and "objective_ext" cannot be hardened
-        yet: they need ``hardened=False``.
+        rows of breast cancer at ε = 0.5 and 2 ((ε, δ) "noisy_gd" was better still).  Every private
+        kind is hardened by default ("objective" and "objective_ext" by the coupling route:
+        ``privacy_guarantee_`` carries a δ of about 10⁻¹³).
     C : float > 0 or None
         ``reg = 1 / (C n)``: every SVM kind minimises ``(1/n) sum_i l_h + (reg/2) ||w||^2`` with
         option ``reg``; None keeps the mechanism's default.

@@ -37,8 +37,10 @@ class PCA(TransformerMixin, DPEstimator):
         The declared public ball of the records; rows outside raise ValueError.  The mechanisms
         need an ℓ2 bound: the ball's ``sup ||x||_2`` (``radius``, or ``radius sqrt(d)`` for the box).
     random_state, hardened, accountant, options
-        As for :class:`~kngflow.estimators.LogisticRegression`.  No PCA kind can be hardened
-        yet (``hardened_`` is False after ``fit``; ``hardened=True`` raises).
+        As for :class:`~kngflow.estimators.LogisticRegression`.  No private PCA kind declares
+        a hardening, so ``fit`` refuses (one-line ValueError naming ``hardened=False``, nothing
+        spent) unless ``hardened=False`` is passed: then ``hardened_`` is False and the release
+        is the float64 one; ``hardened=True`` raises.
 
     Attributes
     ----------

@@ -169,7 +169,8 @@ class Mechanism:
 
     Every mechanism also takes the keyword option ``hardened`` (default False when the
     class is constructed directly; :func:`kngflow.api.get_mechanism` defaults to
-    True).  A hardened release is snapped to a public grid
+    True, and refuses a private class that declares no hardening unless ``hardened=False``
+    is spelled out).  A hardened release is snapped to a public grid
     (:mod:`kngflow.mechanisms.hardening`) as declared by :meth:`hardening`; a mechanism that
     declares none cannot be hardened (one-line :class:`~kngflow.mechanisms.hardening.HardeningError`).
     The contract adds ``hardened`` to every subclass's ``__init__`` and applies the

@@ -12,6 +12,20 @@ of a ``k``-dimensional subspace, flattened row-major.
 * :class:`Exponential` (CSS 2013's PPCA): density ``∝ exp((eps n / 2) tr(V^T A V))`` on the
   Stiefel manifold, a matrix Bingham law; exact for ``k = 1``, Hoff's Gibbs sampler for ``k > 1``.
 
+Hardening: none of them declares one (:mod:`kngflow.mechanisms.hardening`), so
+:func:`kngflow.api.get_mechanism` refuses to build them, in one line naming
+``hardened=False``, unless ``hardened=False`` is spelled out; their releases are float64
+eigenvectors whose low bits depend on the data.  The noisy-moment family would snap its
+noisy statistic ``T(D) + N(0, sigma^2 I)`` (site ``"statistic"``, the eigenvectors then
+post-processing) by the coupling route, but the statistic's rounding bound η must cover the
+caller's float64 ``A = X^T X / n`` (``n u`` per entry, any order of summation), and
+``δ′ - δ = (1 + e^ε) d (d + 1) η / Λ`` with ``Λ`` a sixteenth of ``sigma ~ 1/n`` grows like
+``n^2 u``: 1.5e-5 at ``n = 10^4``, ``d = 10``, ε = 1.  It needs ``A`` with a certified
+double-double error from the records (``pca_data`` and ``simulate`` carrying a low part) or
+lattice records with discrete Gaussian noise.  The exponential mechanism's samplers
+(rejection from an angular central Gaussian, Gibbs with Bingham conditionals) have no
+certified rounding bound.
+
 KNG for the leading eigenvector: why it is not offered
 -----------------------------------------------------
 KNG on the sphere (Soto, Bharath, Reimherr & Slavković 2022) releases ``v`` with density

@@ -91,6 +91,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kngflow._jit import jit
+from kngflow.kernels.dd import UNIT, dd_add, dd_div, two_prod, two_sum
 from kngflow.problems.base import Problem, check_dimension
 from kngflow.problems.domains import RecordDomain, domain_covariates, norm_factor, record_domain
 
@@ -107,6 +108,7 @@ __all__ = [
     "covariate_radius",
     "huber_loss",
     "huber_derivative",
+    "huber_gradient_dd",
     "huber_loss_sum",
     "huber_gradient",
     "huber_hessian",
@@ -309,6 +311,70 @@ def huber_gradient(theta, args, g):
 
 
 @jit
+def huber_gradient_dd(hi, lo, X, y, h, gh, gl):
+    """``g = sum_i l_h'(y_i x_i'w) y_i x_i`` at ``w = hi + lo`` in double-double into ``gh + gl``
+    (no ridge); returns a bound on ``max_j |g_computed_j - g_exact_j|``.
+
+    Per record: ``t = x_i'w`` from exact products, within ``δt = 2 u sum_j |x_ij lo_j| +
+    8 (m + 2) u^2 sum_j |x_ij| (|hi_j| + |lo_j|)`` (as the logistic gradient's,
+    :func:`~kngflow.models.logistic.problem.logistic_gradient_dd`); ``z = y_i t`` exactly
+    (``y_i = ±1``).  ``l_h'`` is continuous and ``1/(2h)``-Lipschitz, so the branch taken on
+    the computed ``z`` (0, -1, or the band's ``-(1 + h - z) / (2h)``) errs by at most
+    ``δt / (2h)`` whichever it is.  In the band ``1 + h`` is formed exactly (two_sum), ``z``
+    is subtracted in double-double (within ``16 u^2``: every magnitude there is below 4) and
+    the quotient by ``2h`` errs by ``8 u^2`` relative (``|l_h'| <= 1``, below 2 computed), so
+    ``|Δl'| <= δt / (2h) + 8 u^2 / h + 16 u^2``.  The products and the running sums are
+    accounted as in the logistic gradient.
+    """
+    n, m = X.shape
+    err = np.zeros(m)
+    for j in range(m):
+        gh[j] = 0.0
+        gl[j] = 0.0
+    oh, ol = two_sum(1.0, h)
+    two_h = 2.0 * h
+    for i in range(n):
+        th, tl = 0.0, 0.0
+        small = 0.0
+        size = 0.0
+        for j in range(m):
+            p, e = two_prod(X[i, j], hi[j])
+            th, tl = dd_add(th, tl, p)
+            th, tl = dd_add(th, tl, e)
+            q = X[i, j] * lo[j]
+            th, tl = dd_add(th, tl, q)
+            small += abs(q)
+            size += abs(X[i, j]) * (abs(hi[j]) + abs(lo[j]))
+        dt = 2.0 * UNIT * small + 8.0 * (m + 2) * UNIT * UNIT * size
+        dw = dt / two_h + 8.0 * UNIT * UNIT / h + 16.0 * UNIT * UNIT
+        # a = 1 + h - z in double-double (z = y_i t); the branch is read off its sign and a - 2h's
+        ah, al = dd_add(oh, ol, -y[i] * th)
+        ah, al = dd_add(ah, al, -y[i] * tl)
+        if ah < 0.0:  # z > 1 + h, l_h' = 0: nothing to add, but a wrong branch errs by dw
+            for j in range(m):
+                err[j] += abs(X[i, j]) * dw
+            continue
+        bh, bl = dd_add(ah, al, -two_h)
+        if bh > 0.0:  # z < 1 - h
+            wh, wl = -1.0, 0.0
+        else:
+            wh, wl = dd_div(-ah, -al, two_h, 0.0)
+        wh, wl = y[i] * wh, y[i] * wl
+        for j in range(m):
+            p, e = two_prod(wh, X[i, j])
+            r = wl * X[i, j]
+            a, b = dd_add(gh[j], gl[j], p)
+            a, b = dd_add(a, b, e + r)
+            gh[j] = a
+            gl[j] = b
+            err[j] += abs(X[i, j]) * dw + 2.0 * UNIT * abs(r) + 2.0 * UNIT * UNIT * (2.0 * abs(a) + abs(p))
+    out = 0.0
+    for j in range(m):
+        out = max(out, err[j])
+    return out
+
+
+@jit
 def huber_hessian(theta, args, H):
     """``H = sum_i l_h''(y_i x_i'theta) x_i x_i' + ridge I`` (the Jacobian of :func:`huber_gradient`
     off the kinks ``y_i x_i'theta = 1 +- h``); ``args = (X, y, h, ridge)``, ``O(n d^2)``."""
@@ -460,6 +526,12 @@ class ClassificationErrors:
     misclassification rate's records) and :meth:`risk_sample` (the records of ``J``, whose
     minimiser is ``theta_star``); the problem also has ``h``, ``reg``, ``metric`` and
     ``theta_star``."""
+
+    @property
+    def loglog_slopes(self) -> bool:
+        """False for the misclassification rate: bounded, with the Bayes rate (the label noise)
+        as its floor, it does not decay as a power of n (no slope section in the report)."""
+        return self.metric != "misclassification"
 
     def held_out(self) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
