@@ -174,7 +174,7 @@ def get_mechanism(problem: str, kind: str, **options):
 
     Built-in mechanisms that declare no hardening (so need ``hardened=False``): PCA's
     ``analyze_gauss``, ``mod_sulq``, ``sulq`` and ``exponential``, and the Bayesian model's
-    ``naive``, ``noise_aware`` and ``ops`` (``tests/test_hardened_default.py`` walks the
+    ``naive``, ``noise_aware`` and ``ops`` (``tests/mechanisms/test_hardened_default.py`` walks the
     registry and lists them); every other built-in private mechanism is hardened by default.
 
     Raises ValueError (:class:`kngflow.registry.PluginError`) naming ``kind`` and the

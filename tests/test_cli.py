@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import kngflow_cli, kngflow_command, tiny_spec
+from testkit import kngflow_cli, kngflow_command, tiny_spec
 
 from kngflow import store as st
 from kngflow.sweep import CostModel, parse_spec, plan_tasks, prepare_store, run_task

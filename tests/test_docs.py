@@ -63,7 +63,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import kngflow_command
+from testkit import kngflow_command
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

@@ -16,7 +16,7 @@ import textwrap
 import pytest
 import xarray as xr
 
-from conftest import kngflow_cli
+from testkit import kngflow_cli
 
 MODEL = textwrap.dedent('''
     """A box mean: records in [-1, 1]^d, estimate their mean.  A model module: PROBLEM + MECHANISMS."""

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from conftest import kngflow_cli
+from testkit import kngflow_cli
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "plugins.md"
 

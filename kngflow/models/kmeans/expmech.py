@@ -37,7 +37,7 @@ the rest) and ``C`` has ``g = -4``.  With ``k = 1`` the audit's data sets of 64 
 ``x'`` reach 0.90 ε (``d = 2``, ε = 1; 0.93 ε in ``d = 1``); with ``k >= 2`` the other
 centres are free to serve ``x`` and the loss found is smaller (0.59 ε at ``k = 2``,
 ``d = 2``; 0.49 ε in ``d = 1``), so the 2ε control is caught at ``k = 2, d = 2`` (1.19) but
-not at ``k = 2, d = 1`` (0.99): ``tests/test_kmeans.py``.
+not at ``k = 2, d = 1`` (0.99): ``tests/models/kmeans/test_kmeans.py``.
 
 Sampler (exact)
 ---------------
@@ -45,7 +45,7 @@ The ``M`` costs are computed exactly in the sense of floating point (a jitted lo
 records and candidate sets: ``O(n M k)``), the log weights are ``-eps cost / 8``, and one
 uniform picks the outcome by inversion of the cumulative weights (the softmax normalised
 once).  The law is the exact softmax up to rounding (bounded in :meth:`ExpMech.hardening`);
-``tests/test_kmeans.py`` checks it against the exact probabilities by a chi-square test,
+``tests/models/kmeans/test_kmeans.py`` checks it against the exact probabilities by a chi-square test,
 with a 2ε control that must fail the same test.
 
 Claim: :class:`~kngflow.mechanisms.claims.Discrete` (the outcomes and their log weights), audited

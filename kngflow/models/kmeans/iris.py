@@ -3,7 +3,7 @@ r"""k-means on a real data set: Fisher's iris (scikit-learn's ``load_iris``), sh
 The data are the 150 flowers of Fisher's iris data (UCI "Iris", CC BY 4.0; the copy
 scikit-learn ships as ``sklearn.datasets.load_iris``): sepal length, sepal width, petal
 length and petal width in cm, one decimal.  :data:`IRIS_MM` holds them in millimetres
-(integers), so no run needs scikit-learn; ``tests/test_kmeans.py`` checks them against
+(integers), so no run needs scikit-learn; ``tests/models/kmeans/test_kmeans.py`` checks them against
 scikit-learn's copy where it is installed.
 
 Public scaling rule (reads no data): every measurement is taken to lie in ``[0, 8]`` cm

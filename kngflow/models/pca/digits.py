@@ -6,7 +6,7 @@ the test set of the UCI "Optical Recognition of Handwritten Digits" data, CC BY 
 (with the diagonal) row by row.  The PCA model's second moment of the rows rescaled by the
 public bound 128 is ``A = S / 128^2 / 1797``, which equals ``X'^T X' / 1797`` computed from the
 rescaled rows bit for bit (every partial sum of ``X'^T X'`` is an integer over ``2^14``, exact
-in float64).  ``tests/test_pca.py`` recomputes ``S`` from scikit-learn where it is installed.
+in float64).  ``tests/models/pca/test_pca.py`` recomputes ``S`` from scikit-learn where it is installed.
 """
 
 N_ROWS = 1797

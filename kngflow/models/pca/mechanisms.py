@@ -47,7 +47,7 @@ maximal, equal to 1, at every one of them.  Near ``±u_j`` the gradient is
 in ``d = 2`` the top and the bottom eigenvector get equal mass whatever ``n`` and ``eps``,
 and in higher ``d`` the middle eigenvectors, with two close neighbours, get the most.  The
 release does not converge to the leading eigenvector as ``n`` grows, so KNG is left out
-(``tests/test_pca.py`` computes this mass on a grid of the circle).
+(``tests/models/pca/test_pca.py`` computes this mass on a grid of the circle).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ Neighbouring data sets differ in one record ``y_1 -> y_1'``.
   ``l_n(D) - l_n(D')`` is 1-Lipschitz in ``theta`` (its slope is a difference of two
   values in ``{-tau, 1 - tau}``), so its range over ``[lower, upper]`` is at most
   ``upper - lower`` and the privacy loss at most ``eps / (2 max(tau, 1 - tau))``
-  (checked in ``tests/test_quantile.py``).  kngflow keeps the standard mechanism.
+  (checked in ``tests/models/quantile/test_quantile.py``).  kngflow keeps the standard mechanism.
 """
 
 from __future__ import annotations
