@@ -65,9 +65,8 @@ import math
 
 import numpy as np
 from scipy.optimize import brentq
-from scipy.special import log_ndtr, ndtr
 
-from ..mechanisms.claims import Density, Discrete, GradientNoise, StatisticNoise
+from ..mechanisms.claims import Density, Discrete, GradientNoise, StatisticNoise, gaussian_hockey_stick
 from .pairs import AdjacentPair, audit_view, candidate_pairs
 from .result import AuditResult
 
@@ -254,8 +253,7 @@ def gaussian_delta(epsilon: float, mu: float) -> float:
         return 0.0
     if not math.isfinite(mu):
         return 1.0
-    a = -epsilon / mu
-    return float(max(0.0, ndtr(a + mu / 2.0) - math.exp(min(epsilon + log_ndtr(a - mu / 2.0), 700.0))))
+    return max(0.0, gaussian_hockey_stick(epsilon, mu))
 
 
 def gaussian_epsilon(mu: float, delta: float) -> float:

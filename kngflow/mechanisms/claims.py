@@ -32,7 +32,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["PrivacyClaim", "BlackBox", "Density", "GradientNoise", "StatisticNoise", "Composed", "Discrete"]
+__all__ = ["PrivacyClaim", "BlackBox", "Density", "GradientNoise", "StatisticNoise", "Composed", "Discrete",
+           "gaussian_hockey_stick"]
 
 
 @dataclass(frozen=True)
@@ -178,3 +179,17 @@ class Discrete(PrivacyClaim):
 
 _KINDS = {PrivacyClaim: "black-box", BlackBox: "black-box", Density: "density", GradientNoise: "gradient-noise",
           StatisticNoise: "statistic-noise", Composed: "composed", Discrete: "discrete"}
+
+
+def gaussian_hockey_stick(epsilon: float, mu: float) -> float:
+    """δ(ε) of Gaussian noise whose sensitivity is ``mu`` > 0 noise standard deviations
+    (``mu``-GDP, the law of a Gaussian :class:`StatisticNoise` step): the hockey-stick
+    divergence of ``N(mu, 1)`` from ``N(0, 1)`` (Balle & Wang 2018, Theorem 8),
+    ``Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)``, the second term through
+    ``log Phi`` so that it neither overflows nor underflows.  Computed as written (it may
+    round below 0 where it is 0); the audit's :func:`~kngflow.audit.exact.gaussian_delta`
+    clamps it and takes ``mu`` 0 or inf."""
+    from scipy.special import log_ndtr, ndtr  # here: importing the contract loads no scipy
+
+    a = -epsilon / mu
+    return float(ndtr(a + mu / 2.0) - math.exp(min(epsilon + log_ndtr(a - mu / 2.0), 700.0)))

@@ -55,12 +55,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import log_ndtr, ndtr
 
 from kngflow._jit import jit
 from kngflow.mechanisms.base import (SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int,
                                      check_probability, check_rng)
-from kngflow.mechanisms.claims import Density, StatisticNoise
+from kngflow.mechanisms.claims import Density, StatisticNoise, gaussian_hockey_stick
 from kngflow.mechanisms.draws import DrawInfo
 from kngflow.mechanisms.generic import NonPrivateBase
 from kngflow.models.pca.problem import (PCAData, canonical_basis, top_eigenvectors, upper_sensitivity,
@@ -124,26 +123,19 @@ class NonPrivate(NonPrivateBase):
         return "NonPrivate()"
 
 
-def _gaussian_delta(epsilon: float, mu: float) -> float:
-    """Exact δ(ε) of the Gaussian mechanism with sensitivity ``mu`` noise standard deviations
-    (Balle & Wang 2018, Theorem 8): ``Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)``."""
-    a = -epsilon / mu
-    return float(ndtr(a + mu / 2.0) - math.exp(min(epsilon + log_ndtr(a - mu / 2.0), 700.0)))
-
-
 def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
     """Smallest ``sigma`` (to relative 1e-12) for which ``N(0, sigma^2 I)`` noise on a statistic
     of ℓ2 sensitivity ``sensitivity`` is (ε, δ)-DP: ``sensitivity / mu*`` with ``mu*`` the root of
     ``delta(eps; mu) = delta`` (the analytic Gaussian mechanism, Balle & Wang 2018; δ(ε; μ)
     increases with μ)."""
     hi = 1.0
-    while _gaussian_delta(epsilon, hi) < delta:
+    while gaussian_hockey_stick(epsilon, hi) < delta:
         hi *= 2.0
     lo = hi / 2.0
-    while lo > 1e-300 and _gaussian_delta(epsilon, lo) > delta:
+    while lo > 1e-300 and gaussian_hockey_stick(epsilon, lo) > delta:
         lo /= 2.0
     from scipy.optimize import brentq  # here: importing scipy.optimize costs every worker ~0.5 s
-    mu = brentq(lambda m: _gaussian_delta(epsilon, m) - delta, lo, hi, xtol=1e-300, rtol=1e-13)
+    mu = brentq(lambda m: gaussian_hockey_stick(epsilon, m) - delta, lo, hi, xtol=1e-300, rtol=1e-13)
     return sensitivity / mu
 
 
