@@ -234,7 +234,7 @@ def test_noisy_gd_gamma_per_step_scale(monkeypatch):
     data = _data(n, seed=8)
     # the per-step scale 2 L T / (n eps), as passed to the sampler
     seen = []
-    import kngflow.mechanisms.erm as shared  # noisy GD is written once there
+    import kngflow.mechanisms.erm.noisy_gd as shared  # noisy GD is written once there
 
     real = shared.knorm_noise
     monkeypatch.setattr(shared, "knorm_noise", lambda rng, norm, d, scale, size=None: seen.append((norm, scale, size))

@@ -86,7 +86,7 @@ def constrained_ridge(G: np.ndarray, c: np.ndarray, n: int, reg: float, radius: 
 
 
 class _SquaredLoss:
-    """The squared loss on sufficient statistics: the loss hooks of :class:`erm._ERM`."""
+    """The squared loss on sufficient statistics: the loss hooks of :class:`erm.ERMMechanism`."""
 
     def check_data(self, data):
         return check_stats(data)

@@ -55,7 +55,7 @@ from kngflow.mechanisms import erm
 from kngflow.mechanisms.base import Release, check_epsilon, check_int, check_positive, check_rng
 from kngflow.mechanisms.claims import Density
 from kngflow.mechanisms.hardening import Hardening, snap
-from kngflow.mechanisms.erm import (DEFAULT_REG, _ERM, _release, audit_iterates,
+from kngflow.mechanisms.erm import (DEFAULT_REG, ERMMechanism, erm_release, audit_iterates,
                                     cms_constants, dpsgd_noise_multiplier, gaussian_gd_noise_multiplier,
                                     poisson_sample, printed_gd_sigma)
 from kngflow.models.logistic.mechanisms import (certified_minimiser, check_logistic_data, objective_hardening,
@@ -112,7 +112,7 @@ def regularised_minimiser(data, reg: float, *, tol: float = 1e-9, max_iter: int 
 
 
 class _LogisticLoss:
-    """The logistic loss's hooks of :class:`kngflow.mechanisms.erm._ERM`."""
+    """The logistic loss's hooks of :class:`kngflow.mechanisms.erm.ERMMechanism`."""
 
     def check_data(self, data):
         return check_logistic_data(data)
@@ -173,7 +173,7 @@ def chaudhuri_constants(epsilon: float, n: int, reg: float, c: float = LOSS_CURV
     return cms_constants(epsilon, n, reg, c)
 
 
-class ObjectivePerturbationChaudhuri(_LogisticLoss, _ERM):
+class ObjectivePerturbationChaudhuri(_LogisticLoss, ERMMechanism):
     """Objective perturbation, Chaudhuri, Monteleoni & Sarwate 2011, Algorithm 2 (ℓ2 noise).
 
     On the rescaled records ``x~ = x / R_2`` (``||x~||_2 <= 1``; ``theta~ = R_2 theta``,
@@ -256,7 +256,7 @@ class ObjectivePerturbationChaudhuri(_LogisticLoss, _ERM):
         n, d = data.X.shape
         scale, gamma = self.law(data, epsilon)  # V = R_2 b, b ∝ exp(-(eps'/2)||b||)
         if not (math.isfinite(scale) and math.isfinite(gamma)):  # eps ~ 1e-300: 0-DP fallback
-            return _release(np.zeros(d), 0, "none")
+            return erm_release(np.zeros(d), 0, "none")
         V = knorm_noise(rng, "l2", d, scale)
         if self.hardened:
             h = self.hardening(data, epsilon)
@@ -265,7 +265,7 @@ class ObjectivePerturbationChaudhuri(_LogisticLoss, _ERM):
         else:
             theta, it, _ = perturbed_minimiser(data.X, data.y, gamma, V, self.tol * (n + float(np.linalg.norm(V))),
                                                self.max_iter)
-        return _release(theta, it)
+        return erm_release(theta, it)
 
     def hardening(self, data, epsilon) -> Hardening:
         """:func:`~kngflow.models.logistic.mechanisms.objective_hardening` with Algorithm 2's

@@ -34,7 +34,7 @@ from kngflow.mechanisms import erm
 from kngflow.mechanisms.base import (SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int,
                                      check_positive, check_probability, check_rng)
 from kngflow.mechanisms.claims import Density
-from kngflow.mechanisms.erm import (DEFAULT_REG, DPSGD_AUDIT_RADIUS, EPS_CAP, SLACK_RULES, _release,
+from kngflow.mechanisms.erm import (DEFAULT_REG, DPSGD_AUDIT_RADIUS, EPS_CAP, SLACK_RULES, erm_release,
                                     certified_ridge_minimiser, cms_constants)
 from kngflow.mechanisms.hardening import Hardening, coupling_hardening, snap, spread_grid
 from kngflow.mechanisms.generic import NORMS, GenericKNG, NonPrivateBase
@@ -128,7 +128,7 @@ class NonPrivate(NonPrivateBase):
 
 
 class _HuberLoss:
-    """The Huber hinge's hooks of :class:`kngflow.mechanisms.erm._ERM`."""
+    """The Huber hinge's hooks of :class:`kngflow.mechanisms.erm.ERMMechanism`."""
 
     def check_data(self, data):
         return check_svm_data(data)
@@ -269,7 +269,7 @@ class _Objective(Mechanism):
         rng = check_rng(rng)
         norm, scale, ridge = self.law(data, epsilon)
         if not (math.isfinite(scale) and math.isfinite(ridge)):  # eps ~ 1e-300: the data-independent 0
-            return _release(np.zeros(data.d), 0, "none")
+            return erm_release(np.zeros(data.d), 0, "none")
         V = knorm_noise(rng, norm, data.d, scale)
         tol_abs = self.tol * (data.n + float(np.linalg.norm(V)))
         w, it, _ = _minimise(data, ridge, V, tol_abs=tol_abs, max_iter=self.max_iter)
@@ -285,8 +285,8 @@ class _Objective(Mechanism):
             hi, lo, extra = certified_ridge_minimiser(
                 w, float(ridge), V, h.eta, lambda a, b, gh, gl: huber_gradient_dd(a, b, data.X, data.y, data.h, gh, gl),
                 hessian)
-            return _release(snap(hi, h, rng, lo), it + extra)
-        return _release(w, it)
+            return erm_release(snap(hi, h, rng, lo), it + extra)
+        return erm_release(w, it)
 
     def hardening(self, data, epsilon) -> Hardening:
         """:func:`objective_hardening` with this mechanism's law (coupling route, certified
