@@ -70,8 +70,9 @@ __all__ = [
     "evaluate_claims",
     "load_claims",
     "parse_claims",
-    "replicates_for_target",
     "verdict_table",
+    "MIN_REPLICATES",
+    "StoreStatistics",
 ]
 
 VERDICTS = ("agrees", "disagrees", "inconclusive")
@@ -281,7 +282,7 @@ def default_claims_path(ds: xr.Dataset, store_path: str | os.PathLike | None = N
 # --------------------------------------------------------------------------
 # statistics with influence values
 # --------------------------------------------------------------------------
-class _Data:
+class StoreStatistics:
     """The store's arrays a claim needs, loaded once: per (mechanism, n, epsilon, replicate)."""
 
     def __init__(self, ds: xr.Dataset) -> None:
@@ -374,7 +375,7 @@ def _z(level: float, m: int) -> float:
 
 class _Evaluator:
     def __init__(self, ds: xr.Dataset) -> None:
-        self.data = _Data(ds)
+        self.data = StoreStatistics(ds)
         self.ds = ds
 
     # -- selections ------------------------------------------------------------
@@ -628,51 +629,3 @@ def verdict_table(verdicts: list[Verdict]) -> str:
         cells = [v.id, f"**{v.verdict}**", v.statement, v.statistic, v.summary, v.source]
         lines.append("| " + " | ".join(str(c).replace("|", "/").replace("\n", " ") for c in cells) + " |")
     return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------
-# replicates for a target precision
-# --------------------------------------------------------------------------
-#: Fewer finished pilot replicates than this in a cell: its SD is too rough to plan from.
-MIN_PILOT = MIN_REPLICATES
-
-
-def replicates_for_target(ds: xr.Dataset, target: float, statistic: str = "mean_error") -> xr.Dataset:
-    """Replicates per (mechanism, n, epsilon) that bring the Monte Carlo SE of ``statistic`` to at
-    most ``target``, from a pilot store: ``r = ceil((sd/target)^2)`` with ``sd`` the SD of the
-    statistic's influence values over the pilot's finished replicates (for ``mean_error`` the SD
-    of the error).
-
-    Returns a dataset over (mechanism, n, epsilon) with ``value``, ``sd``, ``mcse`` (the
-    pilot's), ``k`` (finished pilot replicates) and ``needed``; ``rule`` says how the count
-    was made: ``"sd"``; ``"no spread"`` (sd = 0: the pilot's k is kept, the SE cannot be
-    estimated from it); ``"too few"`` (k < :data:`MIN_PILOT`: ``needed`` is NaN).
-    """
-    if statistic not in STATISTICS:
-        raise ClaimsError(f"unknown statistic {statistic!r}; allowed: {', '.join(STATISTICS)}")
-    if not target > 0:
-        raise ClaimsError(f"the target Monte Carlo SE must be > 0, got {target!r}")
-    data = _Data(ds)
-    x = data.values(statistic)
-    shape = x.shape[:3]
-    out = {name: np.full(shape, np.nan) for name in ("value", "sd", "mcse", "k", "needed")}
-    rule = np.full(shape, "sd", dtype=object)
-    for idx in np.ndindex(*shape):
-        v, psi = cell_statistic(x[idx], statistic)
-        ok = np.isfinite(psi)
-        k = int(ok.sum())
-        sd = float(np.std(psi[ok], ddof=1)) if k >= 2 else math.nan
-        out["value"][idx], out["sd"][idx], out["k"][idx] = v, sd, k
-        out["mcse"][idx] = sd / math.sqrt(k) if k >= 2 else math.nan
-        if k < MIN_PILOT:
-            rule[idx] = "too few"
-        elif sd == 0:
-            rule[idx], out["needed"][idx] = "no spread", k
-        else:
-            out["needed"][idx] = max(2, math.ceil((sd / target) ** 2))
-    coords = {"mechanism": data.labels, "n": data.n, "epsilon": data.eps}
-    dims = ("mechanism", "n", "epsilon")
-    res = xr.Dataset({k: (dims, v) for k, v in out.items()}, coords=coords)
-    res["rule"] = (dims, rule.astype(str))
-    res.attrs.update(statistic=statistic, target=float(target))
-    return res

@@ -136,7 +136,7 @@ def test_rule_for_cells_without_spread_or_with_too_few_replicates():
     from synthetic import SyntheticMechanism as SM
     from synthetic import synthetic_dataset
 
-    from kngflow.analysis.claims import MIN_PILOT, replicates_for_target
+    from kngflow.analysis.target import MIN_PILOT, replicates_for_target
 
     ds = synthetic_dataset([SM("np", "nonprivate"), SM("k", "kng", lambda n, e: 0.1)], n=[100, 1000], replicates=20,
                            d=2, seed=2, done=lambda lab, n, e, r: not (lab == "k" and n == 1000 and r >= MIN_PILOT - 1))
