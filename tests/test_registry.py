@@ -137,6 +137,43 @@ def test_an_outside_model_whose_problem_lacks_d_and_theta_star(tmp_path, monkeyp
         registry.load_model.cache_clear()
 
 
+def test_an_outside_model_declares_a_hook_and_a_misspelt_one_fails_in_one_line(tmp_path, monkeypatch):
+    """The optional hooks are listed in the contract (``kngflow.problems.base.HOOKS``) and checked
+    at lookup: an outside model's problem that declares ``error_label`` and ``audit_record``
+    (for ``audit_records``) is refused in one line naming the misspelt member and the hook;
+    spelt right, the same model builds and its declared hook is used."""
+    from kngflow.problems.base import HOOKS
+
+    assert "audit_records" in HOOKS["audit"] and "error_label" in HOOKS["error"]
+    body = ("import numpy as np\n"
+            "from kngflow.problems import Problem\n"
+            "class Box(Problem):\n"
+            "    d = 1\n"
+            "    theta_star = np.zeros(1)\n"
+            "    error_label = 'distance to zero'\n"
+            "    def simulate(self, n, rng):\n"
+            "        return rng.uniform(-1, 1, (n, 1))\n"
+            "    def {member}(self):\n"
+            "        return np.array([[1.0]]), np.array([[0.0]])\n"
+            "PROBLEM = Box\nMECHANISMS = {{}}\n")
+    (tmp_path / "typomodel.py").write_text(body.format(member="audit_record"))
+    (tmp_path / "rightmodel.py").write_text(body.format(member="audit_records"))
+    try:
+        with monkeypatch.context() as mp:
+            mp.syspath_prepend(str(tmp_path))
+            with pytest.raises(TypeError) as err:
+                registry.problem_class("typomodel:Box")
+            msg = str(err.value)
+            assert "\n" not in msg and "'audit_record', which is not a problem hook" in msg, msg
+            assert "did you mean 'audit_records'?" in msg, msg
+            problem = get_problem("rightmodel:Box")  # negative control: spelt right, it builds
+            assert problem.error_label == "distance to zero"
+            assert problem.audit_records()[0].shape == (1, 1)
+    finally:
+        for mod in ("typomodel", "rightmodel"):
+            sys.modules.pop(mod, None)
+
+
 def test_the_facade_builds_what_the_docs_show():
     from kngflow.api import DATASETS, MECHANISMS, PROBLEMS, load_dataset
 

@@ -35,7 +35,7 @@ from typing import ClassVar
 
 import numpy as np
 
-__all__ = ["Problem", "SimulatedProblem", "check_problem_class", "check_problem", "check_dimension", "check_vector", "check_tau",
+__all__ = ["Problem", "SimulatedProblem", "HOOKS", "check_problem_class", "check_problem", "check_dimension", "check_vector", "check_tau",
            "check_finite_positive", "DEFAULT_BLOCK_ROWS"]
 
 #: rows per streamed block of the built-in simulations; the default worker memory of a data set
@@ -215,7 +215,51 @@ def check_problem_class(cls, name: str | None = None) -> type:
     missing = [m for m in REQUIRED_MEMBERS if not _declares(cls, m)]
     if missing:
         raise TypeError(_missing_message(name, missing))
+    _check_hooks(cls, name)
     return cls
+
+
+#: every optional hook of the contract, by role: what a problem may declare beside ``d``,
+#: ``theta_star`` and ``simulate`` (each has its default on :class:`Problem`, documented
+#: there and in the module docstring).  A class member named one letter or two away from a
+#: hook is refused at lookup (:func:`check_problem_class`): a misspelt hook would otherwise
+#: be ignored in silence and its default used.
+HOOKS = {
+    "simulation": ("check_n", "data_bytes", "data_variables", "data_summary", "family", "real_data"),
+    "error": ("error", "error_label", "reference", "reference_stderr", "reference_lines"),
+    "report": ("caveats", "report_sections", "report_comparisons", "coefficient_summaries", "loglog_slopes",
+               "error_rate_in_n"),
+    "audit": ("audit_records", "audit_data", "parameter_box", "audit_defaults", "audit_options"),
+}
+_HOOK_NAMES = frozenset(h for hooks in HOOKS.values() for h in hooks)
+
+
+def _edit_distance(a: str, b: str, cap: int = 3) -> int:
+    """Levenshtein distance of ``a`` and ``b`` (``cap`` when it is at least ``cap``)."""
+    if abs(len(a) - len(b)) >= cap:
+        return cap
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+    return min(row[-1], cap)
+
+
+def _check_hooks(cls: type, name: str) -> None:
+    """TypeError (one line) when a member the class declares looks like a misspelt hook."""
+    known = _HOOK_NAMES | set(REQUIRED_MEMBERS) | set(vars(Problem))
+    for klass in cls.__mro__:
+        if klass is Problem or not issubclass(klass, Problem):
+            continue
+        members = set(vars(klass)) | set(getattr(klass, "__dataclass_fields__", {}))
+        for member in sorted(members):
+            if member.startswith("_") or member in known or len(member) < 6:
+                continue
+            near = sorted(h for h in _HOOK_NAMES if _edit_distance(member, h) <= 2)
+            if near:
+                raise TypeError(f"problem {name} declares {member!r}, which is not a problem hook: did you mean "
+                                f"{near[0]!r}? (the hooks: {', '.join(sorted(_HOOK_NAMES))})")
 
 
 #: what every problem declares (see :class:`Problem`)
