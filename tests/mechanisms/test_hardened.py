@@ -19,13 +19,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from testkit import kngflow_cli
+from testkit import TESTS, kngflow_cli
 from kngflow.audit import bit_audit
 from kngflow.audit.pairs import AdjacentPair
 from kngflow.mechanisms import Mechanism, Release
 from kngflow.api import get_mechanism, private_quantile
 from kngflow.mechanisms.hardening import Hardening, HardeningError, coupling_hardening, guarantee, snap
 from kngflow.api import get_problem
+
+#: the path a child process imports this module (and testkit) from
+_HERE = os.pathsep.join([str(Path(__file__).parent), str(TESTS)])
 
 PAIR = AdjacentPair(np.array([[0.0, 0.0]]), np.array([1.0, 1.0]), np.array([-1.0, -1.0]))
 
@@ -225,7 +228,7 @@ def test_a_real_data_spec_runs_hardened_and_the_store_says_so(tmp_path):
     assert 'kind = "objective_ext"\nhardened = false' in text
     bad.write_text(text.replace('kind = "objective_ext"\nhardened = false', f'kind = "{__name__}:NoHardening"'))
     store2 = tmp_path / "bad.zarr"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    env = {**os.environ, "PYTHONPATH": _HERE}
     out = kngflow_cli("run", bad, "--store", store2, "--workers", 1, "--no-dashboard", "--no-progress", env=env)
     assert out.returncode == 2 and not store2.exists(), out.stdout + out.stderr
     lines = [ln for ln in out.stderr.strip().splitlines() if ln]
@@ -239,7 +242,7 @@ def test_hardened_is_listed_only_where_it_can_be_honoured_and_a_declared_box_har
     assert not get_mechanism("mean", ref, hardened=False).hardened
     assert "hardened" in type(get_mechanism("mean", "kng")).option_names()
     out = kngflow_cli("audit", ref, "--problem", "mean", "--draws", "2000", "--option", "hardened=false",
-                      "--no-progress", env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)})
+                      "--no-progress", env={**os.environ, "PYTHONPATH": _HERE})
     assert "--option hardened=true" not in out.stdout and "declares no hardening" in out.stdout, out.stdout + out.stderr
     boxed = get_mechanism("mean", f"{__name__}:BoxHardened")
     assert boxed.hardened and "hardened" in type(boxed).option_names()
