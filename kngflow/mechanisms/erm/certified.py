@@ -20,8 +20,8 @@ def certified_ridge_minimiser(theta, ridge: float, V, eta: float, gradient_dd, h
     ``ridge w + V`` is added from exact products) until ``(||g||_2 (1 + 4 m u) + sqrt(m) e) /
     ridge``, an upper bound on ``||w - w*||_2`` by strong convexity, is at most ``eta / 2``.
     ``hessian(hi)`` is ``F``'s Hessian (or a generalised one) at ``hi``: it only steers the
-    refinement, the certificate measures it.  The logistic loss's version is
-    :func:`kngflow.models.logistic.mechanisms.certified_minimiser`.  RuntimeError (one line)
+    refinement, the certificate measures it.  Logistic regression's
+    :func:`kngflow.models.logistic.mechanisms.certified_minimiser` and the SVM call it.  RuntimeError (one line)
     if the certificate is never met.
     """
     from kngflow.kernels.dd import dd_add, two_prod

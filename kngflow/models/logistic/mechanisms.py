@@ -28,11 +28,11 @@ from kngflow.models.logistic.problem import (
     logistic_mle,
     perturbed_minimiser,
 )
-from kngflow.kernels.dd import dd_add, two_prod
 from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_positive, check_probability, check_rng
 from kngflow.mechanisms.claims import Density
 from kngflow.mechanisms.generic import NORMS, GenericKNG, NonPrivateBase
-from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, knorm_lipschitz, lipschitz_hardening, snap
+from kngflow.mechanisms.erm import certified_ridge_minimiser
+from kngflow.mechanisms.hardening import Hardening, knorm_lipschitz, lipschitz_hardening, snap
 from kngflow.problems.domains import RecordDomain, record_domain
 
 __all__ = ["NonPrivate", "KNG", "ExtendedObjectivePerturbation", "ObjectivePerturbation", "check_logistic_data",
@@ -89,31 +89,15 @@ def certified_minimiser(X, y, gamma, V, max_iter, eta) -> tuple[np.ndarray, np.n
     """
     n, m = X.shape
     theta, it, _ = perturbed_minimiser(X, y, gamma, V, 0.0, max_iter)
-    hi, lo = theta.copy(), np.zeros(m)
-    gh, gl = np.empty(m), np.empty(m)
     H = np.empty((m, m))
-    u = UNIT_ROUNDOFF
-    for extra in range(9):
-        err = logistic_gradient_dd(hi, lo, X, y, gh, gl)
-        g = np.empty(m)
-        for j in range(m):
-            p, e = two_prod(gamma, hi[j])
-            a, b = dd_add(gh[j], gl[j], p)
-            a, b = dd_add(a, b, e + gamma * lo[j])
-            a, b = dd_add(a, b, V[j])
-            g[j] = a + b
-            err += 8.0 * u * u * (abs(gh[j]) + abs(p) + abs(V[j])) + 2.0 * u * abs(gamma * lo[j])  # every j's, summed
-        cert = (float(np.linalg.norm(g)) * (1.0 + 4.0 * m * u) + math.sqrt(m) * err) / gamma
-        if cert <= 0.5 * eta:
-            return hi, lo, it + extra
-        if extra == 8:
-            break
-        logistic_hessian(hi, X, H)
-        step = np.linalg.solve(H + gamma * np.eye(m), g)
-        for j in range(m):
-            hi[j], lo[j] = dd_add(hi[j], lo[j], -step[j])
-    raise RuntimeError(f"hardened release: the solver could not certify its rounding below eta = {eta:.3g} "
-                       "(theta beyond the clamp, or an ill-conditioned problem); use hardened=false")
+
+    def hessian(w):
+        logistic_hessian(w, X, H)
+        return H + gamma * np.eye(m)
+
+    hi, lo, extra = certified_ridge_minimiser(theta, gamma, V, eta,
+                                              lambda h, l, gh, gl: logistic_gradient_dd(h, l, X, y, gh, gl), hessian)
+    return hi, lo, it + extra
 
 
 _ORD = {"l1": 1, "l2": 2, "linf": np.inf}
