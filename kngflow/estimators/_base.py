@@ -12,6 +12,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from kngflow import api, registry
+from kngflow.accountant import BudgetAccountant, claim_event
 from kngflow.mechanisms.base import check_epsilon
 from kngflow.problems.domains import RecordDomain, record_domain
 from kngflow.warnings import PrivacyLeakWarning
@@ -116,7 +117,13 @@ class DPEstimator(BaseEstimator):
     def _release(self, mechanism, data, epsilon: float) -> np.ndarray:
         """Spend ``(epsilon, claim's delta)`` from the accountant, then release; sets
         ``hardened_`` and ``privacy_guarantee_`` only after the release.  Nothing is released
-        or recorded when the accountant refuses."""
+        or recorded when the accountant refuses.
+
+        A :class:`~kngflow.accountant.BudgetAccountant` is also given the release's
+        dp_accounting event (:func:`~kngflow.accountant.claim_event`: Gaussian releases, so
+        that they compose tightly; None for a hardened release, whose snapped law is not
+        Gaussian, and for claims that map to no event); any other accountant gets
+        ``spend(epsilon, delta)``."""
         if not mechanism.private:
             if self.accountant is not None:
                 raise ValueError(f"mechanism {self.mechanism!r} is not private: it cannot spend from a privacy budget "
@@ -125,7 +132,11 @@ class DPEstimator(BaseEstimator):
                                              "model is not differentially private"), stacklevel=3)
         rng = generator(self.random_state)
         delta = float(mechanism.privacy_claim().delta) if mechanism.private else math.inf
-        if self.accountant is not None:
+        if isinstance(self.accountant, BudgetAccountant):
+            event = None if mechanism.hardened else claim_event(mechanism.privacy_claim(), data, epsilon,
+                                                                 n=_records(mechanism, data))
+            self.accountant.spend(epsilon, delta, event=event)
+        elif self.accountant is not None:
             self.accountant.spend(epsilon, delta)
         estimate = np.asarray(mechanism.release(data, epsilon, rng).estimate, dtype=np.float64)
         self.hardened_ = bool(mechanism.hardened)
@@ -136,6 +147,13 @@ class DPEstimator(BaseEstimator):
         else:
             self.privacy_guarantee_ = (epsilon, delta)
         return estimate
+
+
+def _records(mechanism, data) -> int | None:
+    """The number of records of ``data`` where the mechanism declares it (a ``size(data) ->
+    (n, d)`` hook, as the ERM mechanisms have: their claims' ``steps(n)`` depend on it), else None."""
+    size = getattr(mechanism, "size", None)
+    return int(size(data)[0]) if callable(size) else None
 
 
 def _kinds_with(problem: str, option: str) -> list[str]:
