@@ -97,10 +97,12 @@ class LogisticRegression(_LinearClassifier):
         divided by ``s``.
     C : float > 0 or None, default None
         scikit-learn's inverse regularisation, for the ERM kinds with option ``reg``
-        ("output", "objective_chaudhuri", "noisy_gd", "dpsgd"): they minimise
-        ``(1/n) sum_i l(x_i, y_i) + (reg/2) ||beta||^2``, scikit-learn ``C sum_i l + ||beta||^2 / 2``,
-        so ``reg = 1 / (C n)``.  None keeps the mechanism's default ``reg`` (0.01).
-        Other kinds have no ridge (KNG and objective perturbation set their own); C raises there.
+        ("output", "objective_chaudhuri", "objective", "objective_ext", "noisy_gd", "dpsgd"):
+        they minimise ``(1/n) sum_i l(x_i, y_i) + (reg/2) ||beta||^2``, scikit-learn
+        ``C sum_i l + ||beta||^2 / 2``, so ``reg = 1 / (C n)``.  None keeps the mechanism's
+        default (``reg`` = 0.01; for "objective" and "objective_ext" the ridge their privacy
+        proof needs, which is also the least ridge they accept: a smaller ``reg`` is raised to it).
+        KNG has no ridge; C raises there.
     random_state : None, int, numpy Generator or RandomState
         The noise's source; an int makes ``fit`` reproducible.
     hardened : None, True or False, default None

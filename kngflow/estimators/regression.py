@@ -41,8 +41,9 @@ class LinearRegression(RegressorMixin, DPEstimator):
     fit_intercept : bool, default True
     random_state, hardened, accountant, options
         As for :class:`~kngflow.estimators.LogisticRegression`.  (No ``C``: the ridge of
-        "output" and "noisy_gd" is ``options={"reg": ...}``, ``J = (1/n) sum (y - x'theta)^2 +
-        (reg/2) ||theta||^2``, so scikit-learn's ``Ridge(alpha)`` is ``reg = 2 alpha / n``.)
+        "output", "noisy_gd", "objective", "objective_ext" and "ss" with ``estimator="ridge"``
+        is ``options={"reg": ...}``, ``J = (1/n) sum (y - x'theta)^2 + (reg/2) ||theta||^2``,
+        so scikit-learn's ``Ridge(alpha)`` is ``reg = 2 alpha / n``.)
 
     Attributes
     ----------

@@ -44,15 +44,19 @@ class ExtendedObjectivePerturbation(LinearMechanism):
 
     kind = "objective_ext"
 
-    def __init__(self, *, norm="linf", q=0.5, bound=1.0, tol=1e-12, max_iter=100_000):
+    def __init__(self, *, norm="linf", q=0.5, bound=1.0, reg=None, tol=1e-12, max_iter=100_000):
         self.norm = check_choice("norm", norm, NORMS)
         self.q = check_probability("q", q)
         self.bound = check_positive("bound", bound)
+        self.reg = None if reg is None else check_positive("reg", reg)
         self.tol = check_positive("tol", tol)
         self.max_iter = check_int("max_iter", max_iter, 1)
 
     def options(self) -> dict:
-        return {"norm": self.norm, "q": self.q, "bound": self.bound}
+        return {"norm": self.norm, "q": self.q, "bound": self.bound, **self._reg_option()}
+
+    def _reg_option(self) -> dict:
+        return {} if self.reg is None else {"reg": self.reg}
 
     def sensitivity(self, d: int) -> float:
         return gradient_sensitivity(self.norm, d, self.bound)
@@ -80,9 +84,17 @@ class ExtendedObjectivePerturbation(LinearMechanism):
         ``lambda = 2d`` each way, so ``log det`` moves by at most
         ``log(1 + lambda/gamma) = eps (1 - q)``: the other share of the budget."""
         d = stats.d
-        return float(np.linalg.slogdet(2.0 * stats.G + self.gamma(d, epsilon) * np.eye(d))[1])
+        return float(np.linalg.slogdet(2.0 * stats.G + self.gamma(d, epsilon, stats.n) * np.eye(d))[1])
 
-    def gamma(self, d: int, epsilon: float) -> float:
+    def gamma(self, d: int, epsilon: float, n: int = 0) -> float:
+        """The ridge of the minimised objective: :meth:`min_gamma`, or ``n reg`` where the
+        option ``reg`` asks for more (the ERM convention ``(1/n) sum_i (y_i - x_i'theta)^2 +
+        (reg/2)|theta|^2`` is ``l_n + (n reg / 2)|theta|^2`` on the summed loss).  A ridge
+        above the privacy rule's only shrinks the determinant ratio: still ε-DP."""
+        rule = self.min_gamma(d, epsilon)
+        return rule if self.reg is None else max(rule, n * self.reg)
+
+    def min_gamma(self, d: int, epsilon: float) -> float:
         """``lambda / (exp(eps (1 - q)) - 1)``; as ``lambda e^{-x} / (1 - e^{-x})`` for large
         ``x = eps (1 - q)``, where ``exp`` overflows (the result underflows towards 0)."""
         x = epsilon * (1.0 - self.q)
@@ -94,7 +106,7 @@ class ExtendedObjectivePerturbation(LinearMechanism):
         """``(theta, V, iters)``: the noise and the float64 constrained minimiser."""
         d = stats.d
         V = knorm_noise(rng, self.norm, d, self.noise_law(d, epsilon)[1])
-        H = 2.0 * stats.G + self.gamma(d, epsilon) * np.eye(d)
+        H = 2.0 * stats.G + self.gamma(d, epsilon, stats.n) * np.eye(d)
         h = 2.0 * stats.c - V
         theta = np.empty(d)
         iters = quadratic_l1_ball(H, h, self.bound, self.tol, self.max_iter, theta)
@@ -116,7 +128,7 @@ class ExtendedObjectivePerturbation(LinearMechanism):
         theta, V, iters = self._solve(stats, epsilon, rng)
         G2 = 2.0 * np.ascontiguousarray(stats.G, dtype=np.float64)  # exact
         vh, vl = two_sum_arrays(2.0 * np.asarray(stats.c, dtype=np.float64), -V)
-        gamma = self.gamma(stats.d, epsilon)
+        gamma = self.gamma(stats.d, epsilon, stats.n)
         scale = float(stats.scale)
         hi, lo = np.empty(stats.d), np.empty(stats.d)
         for attempt in range(2):
@@ -134,7 +146,7 @@ class ExtendedObjectivePerturbation(LinearMechanism):
         """``scale / (2 n d + gamma)``: an interior release is ``H^{-1}(2c - V)`` with
         ``H = 2G + gamma I <= (2 n d + gamma) I`` and each coordinate of the K-norm noise
         ``V`` of variance at least ``scale^2`` (:meth:`KNG.spread`)."""
-        return self.noise_law(d, epsilon)[1] / (2.0 * n * d + self.gamma(d, epsilon))
+        return self.noise_law(d, epsilon)[1] / (2.0 * n * d + self.gamma(d, epsilon, n))
 
     def hardening(self, stats, epsilon) -> Hardening:
         """Coupling route on ``{|theta_j| <= B scale}`` with the grid following the spread
@@ -154,8 +166,8 @@ class ObjectivePerturbation(ExtendedObjectivePerturbation):
 
     kind = "objective"
 
-    def __init__(self, *, bound=1.0, tol=1e-12, max_iter=100_000):
-        super().__init__(norm="linf", q=0.5, bound=bound, tol=tol, max_iter=max_iter)
+    def __init__(self, *, bound=1.0, reg=None, tol=1e-12, max_iter=100_000):
+        super().__init__(norm="linf", q=0.5, bound=bound, reg=reg, tol=tol, max_iter=max_iter)
 
     def options(self) -> dict:
-        return {"bound": self.bound}
+        return {"bound": self.bound, **self._reg_option()}

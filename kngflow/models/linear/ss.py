@@ -296,8 +296,10 @@ class SufficientStatistics(LinearMechanism):
     -------------------------
     norm : {"linf", "l1", "kt"}; ``Delta`` = 2, ``(p^2 + 7p + 4)/2``, 1.
     estimator : {"pinv", "ridge"}.
-    ridge : float or None; ``lambda`` of eq. (6) in the scaled units of ``X'X``.  None: the
-        paper's §6.3 ``16 d / eps`` with ``d = d_T``, the length of ``T`` (§6.1's ``d``).
+    reg : float or None; the ridge of eq. (6) in the ERM convention every mechanism shares,
+        ``(1/n) sum_i (y_i - x_i'theta)^2 + (reg/2)|theta|^2`` (scaled units), i.e.
+        ``lambda = n reg / 2`` added to ``X'X``.  None: the paper's §6.3
+        ``lambda = 16 d / eps`` with ``d = d_T``, the length of ``T`` (§6.1's ``d``).
     max_tries : rejection tries per ``"kt"`` draw (RuntimeError when exhausted).
 
     ``info``: sampler "exact", acceptance ``1/tries``, steps = tries (1 for ℓ1/ℓ∞); the
@@ -306,16 +308,16 @@ class SufficientStatistics(LinearMechanism):
 
     kind = "ss"
 
-    def __init__(self, *, norm="linf", estimator="pinv", ridge=None, max_tries=DEFAULT_MAX_TRIES):
+    def __init__(self, *, norm="linf", estimator="pinv", reg=None, max_tries=DEFAULT_MAX_TRIES):
         self.norm = check_choice("norm", norm, _NORMS)
         self.estimator = check_choice("estimator", estimator, _ESTIMATORS)
-        self.ridge = None if ridge is None else check_positive("ridge", ridge)
-        if ridge is not None and estimator != "ridge":
-            raise ValueError("ridge is only used with estimator='ridge'")
+        self.reg = None if reg is None else check_positive("reg", reg)
+        if reg is not None and estimator != "ridge":
+            raise ValueError("reg is only used with estimator='ridge'")
         self.max_tries = check_int("max_tries", max_tries, 1)
 
     def options(self) -> dict:
-        return {"norm": self.norm, "estimator": self.estimator, "ridge": self.ridge, "max_tries": self.max_tries}
+        return {"norm": self.norm, "estimator": self.estimator, "reg": self.reg, "max_tries": self.max_tries}
 
     def privacy_claim(self) -> StatisticNoise:
         """K-norm noise on the scaled sufficient statistics, audited on records whose intercept is 1."""
@@ -351,11 +353,11 @@ class SufficientStatistics(LinearMechanism):
         p = stats.d - 1
         return (kt_norm(p) if self.norm == "kt" else get_norm(self.norm)), self.sensitivity(p) / epsilon
 
-    def penalty(self, p: int, epsilon: float) -> float:
-        """Ridge ``lambda`` (0 for "pinv")."""
+    def penalty(self, p: int, epsilon: float, n: int = 0) -> float:
+        """Ridge ``lambda`` added to ``X'X`` (0 for "pinv"): ``n reg / 2``, or the paper's rule."""
         if self.estimator == "pinv":
             return 0.0
-        return self.ridge if self.ridge is not None else 16.0 * t_dim(p) / check_epsilon(epsilon)
+        return 0.5 * n * self.reg if self.reg is not None else 16.0 * t_dim(p) / check_epsilon(epsilon)
 
     def noise(self, p: int, epsilon: float, rng: np.random.Generator) -> tuple[np.ndarray, int]:
         """One noise vector ``V`` (d_T,) and the tries it took."""
@@ -405,5 +407,5 @@ class SufficientStatistics(LinearMechanism):
         T = stats_t(stats) + V
         if self.hardened:
             T = snap(T, self.hardening(stats, epsilon), rng)
-        theta = self.estimate(T, stats.n, p, self.penalty(p, epsilon))
+        theta = self.estimate(T, stats.n, p, self.penalty(p, epsilon, stats.n))
         return theta, {"sampler": "exact", "acceptance": 1.0 / tries, "steps": tries}

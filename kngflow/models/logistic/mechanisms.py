@@ -299,14 +299,18 @@ class ExtendedObjectivePerturbation(Mechanism):
     diagnostics = SAMPLER_DIAGNOSTICS
     snaps_itself = True  # hardened releases are snapped from their double-double value
 
-    def __init__(self, *, norm="linf", q=0.5, tol=1e-10, max_iter=100):
+    def __init__(self, *, norm="linf", q=0.5, reg=None, tol=1e-10, max_iter=100):
         self.norm = check_choice("norm", norm, NORMS)
         self.q = check_probability("q", q)
+        self.reg = None if reg is None else check_positive("reg", reg)
         self.tol = check_positive("tol", tol)
         self.max_iter = check_int("max_iter", max_iter, 1)
 
     def options(self) -> dict:
-        return {"norm": self.norm, "q": self.q}
+        return {"norm": self.norm, "q": self.q, **self._reg_option()}
+
+    def _reg_option(self) -> dict:
+        return {} if self.reg is None else {"reg": self.reg}
 
     def __repr__(self) -> str:
         return f"ExtendedObjectivePerturbation(norm={self.norm!r}, q={self.q!r})"
@@ -322,7 +326,15 @@ class ExtendedObjectivePerturbation(Mechanism):
         """``Delta_K / (eps q)``: ``V`` has density ∝ ``exp(-||V||_K / scale)``."""
         return self.sensitivity(d, domain) / (epsilon * self.q)
 
-    def gamma(self, d: int, epsilon: float, domain: RecordDomain = BOX) -> float:
+    def gamma(self, d: int, epsilon: float, domain: RecordDomain = BOX, n: int = 0) -> float:
+        """The ridge of the minimised objective: :meth:`min_gamma`, or ``n reg`` where the
+        option ``reg`` asks for more (the ERM convention ``(1/n) sum_i l + (reg/2)|theta|^2``
+        is ``l_n + (n reg / 2)|theta|^2`` on the summed loss).  A ridge above the privacy
+        rule's only shrinks the determinant ratio: still ε-DP."""
+        rule = self.min_gamma(d, epsilon, domain)
+        return rule if self.reg is None else max(rule, n * self.reg)
+
+    def min_gamma(self, d: int, epsilon: float, domain: RecordDomain = BOX) -> float:
         """``lambda / (exp(eps (1 - q)) - 1)``, ``lambda = R_2^2 / 4``, with ``eps (1 - q)`` capped at 30."""
         return hessian_bound(d, domain) / np.expm1(min(epsilon * (1.0 - self.q), 30.0))
 
@@ -340,17 +352,18 @@ class ExtendedObjectivePerturbation(Mechanism):
         V = knorm_noise(rng, self.norm, d, self.noise_scale(d, epsilon, domain))
         if self.hardened:
             h = self.hardening(data, epsilon)
-            hi, lo, it = certified_minimiser(data.X, data.y, self.gamma(d, epsilon, domain), V, self.max_iter, h.eta)
+            hi, lo, it = certified_minimiser(data.X, data.y, self.gamma(d, epsilon, domain, data.n), V, self.max_iter,
+                                             h.eta)
             theta = snap(hi, h, rng, lo)
         else:
-            theta, it = self.solve(data, V, self.gamma(d, epsilon, domain))
+            theta, it = self.solve(data, V, self.gamma(d, epsilon, domain, data.n))
         return Release(theta, {"sampler": "exact", "acceptance": 1.0, "steps": int(it)})
 
     def hardening(self, data, epsilon) -> Hardening:
         """:func:`objective_hardening` with this mechanism's ``gamma``, noise scale and norm."""
         data = self.check_data(data)
         (n, m), domain = data.X.shape, data.domain
-        return objective_hardening(n, m, self.gamma(m, epsilon, domain), self.noise_scale(m, epsilon, domain),
+        return objective_hardening(n, m, self.gamma(m, epsilon, domain, n), self.noise_scale(m, epsilon, domain),
                                    self.norm, epsilon, domain)
 
     #: ``log_density`` is the log density of the release up to a data-independent constant
@@ -372,7 +385,7 @@ class ExtendedObjectivePerturbation(Mechanism):
         (see the class docstring): ``-||V(theta)||_K / scale + log det H(theta)``."""
         data = self.check_data(data)
         epsilon = check_epsilon(epsilon)
-        return perturbed_log_density(data, theta, self.gamma(data.d, epsilon, data.domain),
+        return perturbed_log_density(data, theta, self.gamma(data.d, epsilon, data.domain, data.n),
                                      self.noise_scale(data.d, epsilon, data.domain), self.norm)
 
     def parameter_box(self, d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -397,19 +410,19 @@ class ObjectivePerturbation(ExtendedObjectivePerturbation):
 
     kind = "objective"
 
-    def __init__(self, *, gamma_rule="kifer", tol=1e-10, max_iter=100):
-        super().__init__(norm="l2", q=0.5, tol=tol, max_iter=max_iter)
+    def __init__(self, *, gamma_rule="kifer", reg=None, tol=1e-10, max_iter=100):
+        super().__init__(norm="l2", q=0.5, reg=reg, tol=tol, max_iter=max_iter)
         self.gamma_rule = check_choice("gamma_rule", gamma_rule, ("kifer", "reduced"))
 
     def options(self) -> dict:
-        return {"gamma_rule": self.gamma_rule}
+        return {"gamma_rule": self.gamma_rule, **self._reg_option()}
 
     def __repr__(self) -> str:
         return f"ObjectivePerturbation(gamma_rule={self.gamma_rule!r})"
 
-    def gamma(self, d: int, epsilon: float, domain: RecordDomain = BOX) -> float:
+    def min_gamma(self, d: int, epsilon: float, domain: RecordDomain = BOX) -> float:
         """``2 lambda / eps`` (``"kifer"``) or the parent's (``"reduced"``), ``lambda = R_2^2 / 4``."""
         if self.gamma_rule == "reduced":
-            return super().gamma(d, epsilon, domain)
+            return super().min_gamma(d, epsilon, domain)
         lam = hessian_bound(d, domain)
         return max(2.0 * lam / epsilon, lam / np.expm1(30.0))

@@ -218,8 +218,8 @@ def test_large_epsilon_limits_and_ridge_shrinks():
         for est in ("pinv", "ridge"):
             rel = get_mechanism("linear", "ss", hardened=False, norm=norm, estimator=est).release(stats, 1e9, np.random.default_rng(0))
             np.testing.assert_allclose(rel.estimate, beta, rtol=1e-5, atol=1e-6)
-        lam = 300.0
-        rel = get_mechanism("linear", "ss", hardened=False, norm=norm, estimator="ridge", ridge=lam).release(
+        lam = 300.0  # lambda = n reg / 2
+        rel = get_mechanism("linear", "ss", hardened=False, norm=norm, estimator="ridge", reg=2 * lam / 2000).release(
             stats, 1e9, np.random.default_rng(0))
         np.testing.assert_allclose(rel.estimate, 2.0 * np.linalg.solve(stats.G + lam * np.eye(4), stats.c), rtol=1e-6)
         assert np.linalg.norm(rel.estimate) < 0.95 * np.linalg.norm(beta)
@@ -254,9 +254,9 @@ def test_degenerate_data_releases(d):
 @pytest.mark.parametrize("kwargs, exc, match", [
     ({"norm": "l2"}, ValueError, "norm must be one of 'l1', 'linf', 'kt'"),
     ({"estimator": "lasso"}, ValueError, "estimator must be one of 'pinv', 'ridge'"),
-    ({"estimator": "ridge", "ridge": -1.0}, ValueError, "ridge must be finite and > 0"),
-    ({"estimator": "ridge", "ridge": "1"}, TypeError, "ridge must be a real number"),
-    ({"ridge": 1.0}, ValueError, "ridge is only used with estimator='ridge'"),
+    ({"estimator": "ridge", "reg": -1.0}, ValueError, "reg must be finite and > 0"),
+    ({"estimator": "ridge", "reg": "1"}, TypeError, "reg must be a real number"),
+    ({"reg": 1.0}, ValueError, "reg is only used with estimator='ridge'"),
     ({"max_tries": 0}, ValueError, "max_tries must be an integer >= 1"),
     ({"bound": 1.0}, TypeError, r"unknown option\(s\) \['bound'\]"),
 ])
@@ -266,9 +266,9 @@ def test_bad_options(kwargs, exc, match):
 
 
 def test_registry_and_input_checks():
-    assert allowed_options("linear", "ss") == ["norm", "estimator", "ridge", "max_tries", "hardened"]
+    assert allowed_options("linear", "ss") == ["norm", "estimator", "reg", "max_tries", "hardened"]
     mech = get_mechanism("linear", "ss", hardened=False, norm="kt")
-    assert repr(mech) == "SufficientStatistics(norm='kt', estimator='pinv', ridge=None, max_tries=1000000)"
+    assert repr(mech) == "SufficientStatistics(norm='kt', estimator='pinv', reg=None, max_tries=1000000)"
     x, y, stats = _data(2, 50, 10)
     no_intercept = stats_from_arrays(np.column_stack([np.zeros(50), x]), y, y_bound=1.0)
     with pytest.raises(ValueError, match=r"G\[0, 0\] must equal n=50 \(column 0 of X must be the intercept"):

@@ -128,6 +128,10 @@ def test_objective_gamma_is_positive_and_matches_kng_paper():
         assert get_mechanism("linear", "objective_ext", hardened=False, q=q).gamma(12, 1.0) > 0
     obj = get_mechanism("linear", "objective", hardened=False)
     assert obj.norm == "linf" and obj.q == 0.5 and obj.sensitivity(12) == 8.0
+    # reg, the ERM convention (gamma = n reg on the summed loss), is a floor on the rule's gamma
+    rule = ext.gamma(12, 1.0, 1000)
+    assert get_mechanism("linear", "objective_ext", hardened=False, q=0.5, reg=1.0).gamma(12, 1.0, 1000) == 1000.0 > rule
+    assert get_mechanism("linear", "objective", hardened=False, reg=1e-9).gamma(12, 1.0, 1000) == obj.gamma(12, 1.0) == rule
 
 
 def test_quadratic_l1_ball_is_optimal():

@@ -252,3 +252,23 @@ def test_real_data_fair_affairs():
     l1, linf, linf_half = dist("l1", 1.0), dist("linf", 1.0), dist("linf", 0.5)
     assert stats.mannwhitneyu(linf, l1, alternative="less").pvalue < P_REJECT
     assert stats.mannwhitneyu(linf_half, l1, alternative="less").pvalue > P_REJECT
+
+
+def test_objective_reg_is_a_floor_on_the_privacy_ridge():
+    """``reg`` (the ERM convention, ``gamma = n reg`` on the summed loss) raises the ridge
+    above the privacy rule's and never lowers it; the default is the rule, the same draw."""
+    data = get_problem("logistic").simulate(500, np.random.default_rng(8))
+    for kind, opts in (("objective", {}), ("objective_ext", {"norm": "l2"})):
+        plain = get_mechanism("logistic", kind, hardened=False, **opts)
+        rule = plain.gamma(7, 1.0, n=500)
+        big = get_mechanism("logistic", kind, hardened=False, reg=1.0, **opts)
+        small = get_mechanism("logistic", kind, hardened=False, reg=1e-9, **opts)
+        assert big.gamma(7, 1.0, n=500) == 500.0 > rule and small.gamma(7, 1.0, n=500) == rule
+        assert "reg" not in plain.options() and big.options()["reg"] == 1.0
+        V = knorm_noise(np.random.default_rng(9), "l2", 7, plain.noise_scale(7, 1.0))
+        np.testing.assert_allclose(big.release(data, 1.0, np.random.default_rng(9)).estimate,
+                                   plain.solve(data, V, 500.0)[0], rtol=0, atol=1e-12)
+        np.testing.assert_array_equal(small.release(data, 1.0, np.random.default_rng(9)).estimate,
+                                      plain.release(data, 1.0, np.random.default_rng(9)).estimate)
+        assert np.linalg.norm(big.release(data, 1.0, np.random.default_rng(9)).estimate) < np.linalg.norm(
+            plain.release(data, 1.0, np.random.default_rng(9)).estimate)
