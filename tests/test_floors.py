@@ -13,7 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _pyproject_floors():
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    """The runtime dependencies' floors and the ``estimators`` extra's (scikit-learn)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    deps = project["dependencies"] + project["optional-dependencies"]["estimators"]
     floors = {}
     for d in deps:
         req = Requirement(d)

@@ -127,6 +127,13 @@ class LogisticRegression(_LinearClassifier):
     _problem = "logistic"
     _labels = (0.0, 1.0)
 
+    def _more_tags(self):  # scikit-learn < 1.6
+        # its check_classifiers_classes also asks that a fit on 20 rows of two blobs predicts
+        # both classes; at radius 200 the privacy noise and the ridge leave one (later
+        # versions dropped that assertion, and the check passes there)
+        return {**super()._more_tags(), "_xfail_checks": {
+            "check_classifiers_classes": "a private fit on 20 rows in a ball of radius 200 predicts one class"}}
+
     def __init__(self, *, epsilon=1.0, mechanism="objective_chaudhuri", data_norm="l2", radius=1.0, fit_intercept=True, C=None,
                  random_state=None, hardened=None, accountant=None, options=None):
         self.epsilon = epsilon
