@@ -127,6 +127,9 @@ class LogisticRegression(_LinearClassifier):
     _problem = "logistic"
     _labels = (0.0, 1.0)
 
+    def __sklearn_tags__(self):  # beside _more_tags, as scikit-learn >= 1.6 asks
+        return super().__sklearn_tags__()
+
     def _more_tags(self):  # scikit-learn < 1.6
         # its check_classifiers_classes also asks that a fit on 20 rows of two blobs predicts
         # both classes; at radius 200 the privacy noise and the ridge leave one (later
