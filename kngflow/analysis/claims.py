@@ -534,12 +534,13 @@ class _Evaluator:
             ok = lo >= lo_b and hi <= hi_b and not (c["strict"] and (lo == lo_b or hi == hi_b))
             bad = hi < lo_b or lo > hi_b
             c["holds"] = True if ok else (False if bad else None)
+            c["needed"] = _replicates_to_decide(est, z * se, (lo_b, hi_b), c["k"]) if c["holds"] is None else None
             holds.append(ok)
             fails.append(bad)
         verdict = "disagrees" if any(fails) else ("agrees" if all(holds) and holds else "inconclusive")
         numbers = []
         for c in comps:
-            row = {k: c[k] for k in ("cell", "value", "lo", "hi", "min", "max", "holds", "k")}
+            row = {k: c.get(k) for k in ("cell", "value", "lo", "hi", "min", "max", "holds", "k", "needed")}
             if c["form"] == "ratio":
                 row.update(a=c["a"], b=c["b"], se=c["value"] * c["se_log"] if math.isfinite(c["se_log"]) else math.nan)
             else:
@@ -547,6 +548,17 @@ class _Evaluator:
             numbers.append(row)
         return Verdict(id=claim.id, source=claim.source, statement=claim.statement, verdict=verdict,
                        statistic=claim.statistic, summary=_summary(claim, numbers, verdict), numbers=numbers, z=z)
+
+
+def _replicates_to_decide(est: float, half: float, bounds: tuple[float, float], k: int) -> int | None:
+    """Replicates per cell at which an interval of half-width ``half`` (from ``k`` replicates)
+    around ``est`` would clear the bound it straddles, if the estimate stays: the half-width
+    shrinks like ``1 / sqrt(k)``, so ``k (half / gap)^2`` with ``gap`` the distance to that
+    bound.  None when no finite bound is straddled or the estimate sits on it."""
+    gaps = [abs(est - b) for b in bounds if math.isfinite(b) and est - half < b < est + half]
+    if not gaps or not min(gaps) > 0 or not k:
+        return None
+    return math.ceil(k * (half / min(gaps)) ** 2)
 
 
 def _finite_num(v: Any) -> bool:
@@ -584,6 +596,10 @@ def _summary(claim: Claim, numbers: list[dict[str, Any]], verdict: str) -> str:
                                                 else f"> {_num(numbers[0]['min'])}"))
     head = {"agrees": f"all {len(numbers)} hold", "disagrees": f"{len(shown)} of {len(numbers)} fail",
             "inconclusive": f"{len(shown)} of {len(numbers)} undecided"}[verdict]
+    needed = [r["needed"] for r in shown if r.get("needed")]
+    if verdict == "inconclusive" and needed:  # the next step: how many replicates would decide it
+        more += (f"; about {max(needed):,} replicates per cell would decide "
+                 f"{'it' if len(needed) == len(shown) else f'{len(needed)} of them'} if the estimates hold")
     return f"{head} ({band}); " + "; ".join(parts) + more
 
 

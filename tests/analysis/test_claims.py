@@ -323,3 +323,22 @@ def test_a_cell_without_finished_replicates_says_so():
     (v,) = evaluate_claims(raw, parse_claims(claim(type="ordering", mechanisms=["good", "bad"]))[1])
     assert v.verdict == "inconclusive" and "n=10^3" in v.summary
     assert "no ratio (no finished replicates; needs ≥ 10)" in v.summary, v.summary
+
+
+def test_an_undecided_claim_says_how_many_replicates_would_decide_it():
+    """The summary of an inconclusive claim names the replicates per cell at which its interval
+    would clear the bound it straddles; a store with that many (twice, for the estimate's own
+    noise) decides it.  Control: a decided claim names no count."""
+    fields = {"type": "ratio", "numerator": "bad", "denominator": "good", "min": 2.0, "max": 2.6,
+              "n": [1000], "epsilon": [1.0]}  # the ratio is 2.24
+    small = synthetic_dataset(MECHS, n=[1000], epsilon=[1.0], replicates=20, d=3, seed=5)
+    study, claims = parse_claims(claim(**fields))
+    (v,) = evaluate_claims(small, claims, study=study)
+    assert v.verdict == "inconclusive", v.summary
+    m = re.search(r"about ([\d,]+) replicates per cell would decide it", v.summary)
+    assert m, v.summary
+    needed = int(m.group(1).replace(",", ""))
+    assert needed == v.numbers[0]["needed"] > 20
+    big = synthetic_dataset(MECHS, n=[1000], epsilon=[1.0], replicates=2 * needed, d=3, seed=6)
+    (decided,) = evaluate_claims(big, claims, study=study)
+    assert decided.verdict == "agrees" and "would decide" not in decided.summary, decided.summary
