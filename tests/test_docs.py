@@ -328,6 +328,25 @@ def test_the_readme_is_a_guide():
         assert (ROOT / page).exists(), page
 
 
+MODEL_ROW = re.compile(r"^\| `(\w+)` \|.*\[[^]]+\]\(([^)]+)\) \|$", re.M)
+
+
+def test_the_readme_and_the_docs_home_name_every_model():
+    """Every registered model has a row of the models table on the README and the docs home,
+    linking a page that exists.  Control: the table without its `pca` row misses pca."""
+    from kngflow import registry
+
+    models = set(registry.model_names())
+    for page, base in ((ROOT / "README.md", ROOT), (DOCS / "index.md", DOCS)):
+        text = page.read_text()
+        rows = dict(MODEL_ROW.findall(text))
+        assert models <= set(rows), (page.name, sorted(models - set(rows)))
+        for link in rows.values():
+            assert (base / link).exists(), (page.name, link)
+        without = re.sub(r"^\| `pca` \|.*\n", "", text, flags=re.M)
+        assert models - set(dict(MODEL_ROW.findall(without))) == {"pca"}
+
+
 @pytest.mark.slow
 def test_mkdocs_build_strict(tmp_path):
     """``mkdocs build --strict``: warnings (a broken link or anchor, a docstring griffe cannot
