@@ -93,11 +93,15 @@ class DPEstimator(BaseEstimator):
                              f"(kngflow.accountant.BudgetAccountant), got {self.accountant!r}")
         return epsilon
 
+    #: per kind, options the estimator sets unless ``options`` says otherwise (studies keep
+    #: the mechanisms' own defaults, the papers' rules)
+    _mechanism_defaults: dict = {}
+
     def _mechanism(self, n: int, *, C=None):
         """The registered mechanism ``self.mechanism`` of ``self._problem``, built by
         :func:`kngflow.api.get_mechanism` with ``options``, ``hardened`` and ``reg = 1 / (C n)``."""
         cls = registry.mechanism_class(self._problem, self.mechanism)  # ValueError naming the allowed kinds
-        options = dict(self.options or {})
+        options = {**self._mechanism_defaults.get(self.mechanism, {}), **(self.options or {})}
         if "hardened" in options:
             raise ValueError("hardened is a parameter of the estimator: pass hardened=..., not options={'hardened': ...}")
         if C is not None:

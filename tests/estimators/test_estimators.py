@@ -353,3 +353,24 @@ def test_clone_keeps_parameters():
     est = LogisticRegression(epsilon=0.5, accountant=acc, options={"tol": 1e-8})
     twin = clone(est)
     assert twin.get_params()["epsilon"] == 0.5 and twin.get_params()["options"] == {"tol": 1e-8}
+
+
+def test_objective_perturbation_takes_the_better_slack_branch_by_default():
+    """The classifiers run CMS objective perturbation with ``slack_rule="larger"`` unless the
+    options say otherwise; at C = 1, ε = 0.5, n = 400 the printed rule leaves the noise
+    ε' = 0.5 - 2 log(1 + 1/4) = 0.054, the larger-ε' rule ε/2 (control: options restore it)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3))
+    X /= np.linalg.norm(X, axis=1, keepdims=True) * np.sqrt(2)  # with the intercept, still in the ball
+    y = (X[:, 0] > 0).astype(int)
+    for est, kind in ((LogisticRegression, "objective_chaudhuri"), (LinearSVC, "objective")):
+        default = est(mechanism=kind, C=1.0, epsilon=0.5)._mechanism(400, C=1.0)
+        printed = est(mechanism=kind, C=1.0, epsilon=0.5, options={"slack_rule": "cms"})._mechanism(400, C=1.0)
+        assert default.slack_rule == "larger" and printed.slack_rule == "cms"
+        est(mechanism=kind, C=1.0, epsilon=0.5, random_state=0).fit(X, y)
+    mech = api.get_mechanism("logistic", "objective_chaudhuri", reg=1 / 400)
+    assert mech.slack_rule == "cms"  # the mechanism's own default: the paper's rule
+    eps_cms = mech.constants(400, 2, 0.5, api.get_problem("logistic", data_norm="l2").domain)[0]
+    assert eps_cms == pytest.approx(0.5 - 2 * np.log1p(0.25 / (400 * (1 / 400))))
+    larger = api.get_mechanism("logistic", "objective_chaudhuri", reg=1 / 400, slack_rule="larger")
+    assert larger.constants(400, 2, 0.5, api.get_problem("logistic", data_norm="l2").domain)[0] == 0.25

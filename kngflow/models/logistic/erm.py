@@ -52,10 +52,10 @@ import numpy as np
 from scipy.special import expit
 
 from kngflow.mechanisms import erm
-from kngflow.mechanisms.base import Release, check_epsilon, check_int, check_positive, check_rng
+from kngflow.mechanisms.base import Release, check_choice, check_epsilon, check_int, check_positive, check_rng
 from kngflow.mechanisms.claims import Density
 from kngflow.mechanisms.hardening import Hardening, snap
-from kngflow.mechanisms.erm import (DEFAULT_REG, ERMMechanism, erm_release, audit_iterates,
+from kngflow.mechanisms.erm import (DEFAULT_REG, SLACK_RULES, ERMMechanism, erm_release, audit_iterates,
                                     cms_constants, dpsgd_noise_multiplier, gaussian_gd_noise_multiplier,
                                     poisson_sample, printed_gd_sigma)
 from kngflow.models.logistic.mechanisms import (certified_minimiser, check_logistic_data, objective_hardening,
@@ -207,18 +207,21 @@ class ObjectivePerturbationChaudhuri(_LogisticLoss, ERMMechanism):
     kind = "objective_chaudhuri"
     snaps_itself = True  # hardened releases are snapped from their double-double value
 
-    def __init__(self, *, reg=DEFAULT_REG, tol=1e-10, max_iter=100):
+    def __init__(self, *, reg=DEFAULT_REG, slack_rule="cms", tol=1e-10, max_iter=100):
         super().__init__(reg)
+        self.slack_rule = check_choice("slack_rule", slack_rule, SLACK_RULES)
         self.tol = check_positive("tol", tol)
         self.max_iter = check_int("max_iter", max_iter, 1)
 
     def options(self) -> dict:
-        return {"reg": self.reg}
+        return {"reg": self.reg, **({} if self.slack_rule == "cms" else {"slack_rule": self.slack_rule})}
 
     def constants(self, n: int, d: int, epsilon: float, domain: RecordDomain = BOX) -> tuple[float, float]:
         """``(eps', Delta)`` of Algorithm 2 on the rescaled problem (``reg~ = reg / R_2^2``,
-        ``reg / m`` for the box)."""
-        return chaudhuri_constants(epsilon, n, self.reg / squared_lipschitz(d, domain))
+        ``reg / m`` for the box), by the ``slack_rule``: ``"cms"`` as printed, ``"larger"``
+        taking the slack branch whenever it leaves the noise the larger ``eps'``
+        (:func:`~kngflow.mechanisms.erm.cms_constants`; both ε-DP)."""
+        return cms_constants(epsilon, n, self.reg / squared_lipschitz(d, domain), LOSS_CURVATURE, self.slack_rule)
 
     def law(self, data, epsilon: float) -> tuple[float, float]:
         """``(scale, gamma)``: ``V ∝ exp(-||V||_2 / scale)``, ``scale = 2 R_2 / eps'``, and the
