@@ -10,12 +10,15 @@ Each estimator's ``fit`` validates the records against a declared public record 
 :func:`~kngflow.api.mean_data`): no mechanism is implemented twice.
 
 * :class:`LinearRegression` (problem ``"linear"``, default mechanism ``"ss"``)
-* :class:`LogisticRegression` (``"logistic"``, default ``"kng"``)
-* :class:`LinearSVC` (``"svm"``, default ``"output"``)
+* :class:`LogisticRegression` (``"logistic"``, default ``"objective_chaudhuri"``)
+* :class:`LinearSVC` (``"svm"``, default ``"kng_hinge"``)
 * :class:`PCA` (``"pca"``, default ``"exponential"``)
 * :class:`Mean` (``"mean"``, default ``"kng"``)
 
-scikit-learn's ``C`` maps to the ERM mechanisms' ``reg`` as ``reg = 1 / (C n)``.
+scikit-learn's ``C`` maps to the mechanisms' ``reg`` as ``reg = 1 / (C n)`` (with an
+intercept the rows are divided by ``s`` = sqrt(2) for the ℓ2 ball, so the ridge acts on
+coefficients ``s`` times smaller: at equal ``C`` the slopes are penalised ``s^2`` times
+scikit-learn's, and the intercept is penalised too).
 This is the only package of kngflow that imports scikit-learn.  See ``docs/estimators.md``.
 """
 
