@@ -49,6 +49,8 @@ BUILTIN_MODELS = {
     "svm": "kngflow.models.svm",
     "kmeans": "kngflow.models.kmeans",
     "bayes": "kngflow.models.bayes",
+    "bayes_linear": "kngflow.models.bayes_linear",
+    "bayes_logistic": "kngflow.models.bayes_logistic",
 }
 
 #: the entry-point group of outside models (name -> module exposing PROBLEM and MECHANISMS)
