@@ -46,21 +46,16 @@ The sensitivities (replace-one adjacency, ``n`` public) are derived where they a
 
 from __future__ import annotations
 
-import math
 from numbers import Real
 from typing import NamedTuple
 
 import numpy as np
 
-from kngflow.problems.base import SimulatedProblem, check_finite_positive
+from kngflow.problems.base import check_finite_positive
+from kngflow.problems.summary import ERROR_MEASURES, SUMMARIES, PosteriorSummary, check_level, check_summary
 
 __all__ = ["BernoulliData", "BetaBernoulliProblem", "bernoulli_data", "check_bernoulli_data", "ERROR_MEASURES",
            "SUMMARIES"]
-
-#: the error measures the problem declares (``error_measure`` picks the one stored as ``error``)
-ERROR_MEASURES = ("abs", "miss", "width")
-#: the release's shapes: ``(mean, lower, upper)`` or the point estimate alone
-SUMMARIES = ("interval", "point")
 
 
 class BernoulliData(NamedTuple):
@@ -81,12 +76,6 @@ class BernoulliData(NamedTuple):
         return 3 if self.interval else 1
 
 
-def _check_level(level) -> float:
-    if isinstance(level, bool) or not isinstance(level, Real) or not 0.0 < level < 1.0:
-        raise ValueError(f"level must be a number in (0, 1), got {level!r}")
-    return float(level)
-
-
 def check_bernoulli_data(data) -> BernoulliData:
     """Validate :class:`BernoulliData`: integers ``0 <= s <= n``, ``n >= 1``, a prior with
     ``a, b > 0`` and a level in (0, 1)."""
@@ -100,7 +89,7 @@ def check_bernoulli_data(data) -> BernoulliData:
         raise ValueError(f"data.s must be an integer in [0, n] and data.n >= 1, got s={data.s!r}, n={data.n!r}")
     check_finite_positive("data.a", data.a)
     check_finite_positive("data.b", data.b)
-    _check_level(data.level)
+    check_level(data.level)
     return data
 
 
@@ -118,10 +107,10 @@ def bernoulli_data(x, a: float = 1.0, b: float = 1.0, level: float = 0.9, interv
     if not np.all((x == 0.0) | (x == 1.0)):
         raise ValueError("x: every record must be 0 or 1")
     a, b = check_finite_positive("a", a), check_finite_positive("b", b)
-    return BernoulliData(int(x.sum()), int(x.size), a, b, _check_level(level), bool(interval))
+    return BernoulliData(int(x.sum()), int(x.size), a, b, check_level(level), bool(interval))
 
 
-class BetaBernoulliProblem(SimulatedProblem):
+class BetaBernoulliProblem(PosteriorSummary):
     """Bernoulli(``theta``) records with a Beta(``a``, ``b``) prior; a posterior summary released.
 
     Parameters
@@ -143,14 +132,8 @@ class BetaBernoulliProblem(SimulatedProblem):
         if isinstance(theta, bool) or not isinstance(theta, Real) or not 0.0 < theta < 1.0:
             raise ValueError(f"theta must be a number in (0, 1), got {theta!r}")
         a, b = check_finite_positive("a", a), check_finite_positive("b", b)
-        level = _check_level(level)
-        if summary not in SUMMARIES:
-            raise ValueError(f"summary must be one of {list(SUMMARIES)}, got {summary!r}")
-        if error_measure not in ERROR_MEASURES:
-            raise ValueError(f"error_measure must be one of {list(ERROR_MEASURES)}, got {error_measure!r}")
-        if summary == "point" and error_measure != "abs":
-            raise ValueError(f"error_measure {error_measure!r} needs summary = 'interval'; with summary = 'point' "
-                             "only 'abs' is allowed")
+        level = check_level(level)
+        summary, error_measure = check_summary(summary, error_measure)
         self.theta, self.a, self.b, self.level = float(theta), a, b, level
         self.summary, self.error_measure = summary, error_measure
 
@@ -160,23 +143,8 @@ class BetaBernoulliProblem(SimulatedProblem):
 
     # -- the contract ---------------------------------------------------------------------
     @property
-    def interval(self) -> bool:
-        return self.summary == "interval"
-
-    @property
-    def d(self) -> int:
-        """3 (``mean, lower, upper``) or 1 (the point estimate)."""
-        return 3 if self.interval else 1
-
-    @property
-    def theta_star(self) -> np.ndarray:
-        """``theta`` repeated ``d`` times."""
-        return np.full(self.d, self.theta)
-
-    @property
-    def coefficient_summaries(self) -> bool:  # type: ignore[override]
-        """Only the point release's entry is an estimate of ``theta``."""
-        return not self.interval
+    def truth(self) -> float:
+        return self.theta
 
     @property
     def caveats(self) -> str:
@@ -214,27 +182,6 @@ class BetaBernoulliProblem(SimulatedProblem):
 
     def data_bytes(self, n: int) -> int:
         return 1 << 16
-
-    def as_summary(self, estimate) -> tuple[float, float, float]:
-        """``(mean, lower, upper)`` of a stored estimate (NaN bounds for ``summary = "point"``)."""
-        e = np.asarray(estimate, dtype=np.float64)
-        if e.shape != (self.d,):
-            raise ValueError(f"estimate must have shape ({self.d},), got {e.shape}")
-        if self.interval:
-            return float(e[0]), float(e[1]), float(e[2])
-        return float(e[0]), math.nan, math.nan
-
-    def error_measures(self, estimate, data: BernoulliData | None = None) -> dict:
-        """``abs``, ``miss``, ``covered`` and ``width`` of a stored estimate (module docstring)."""
-        mean, lo, hi = self.as_summary(estimate)
-        has = math.isfinite(lo) and math.isfinite(hi)
-        miss = (0.0 if lo <= self.theta <= hi else 1.0) if has else math.nan
-        return {"abs": abs(mean - self.theta), "miss": miss, "covered": 1.0 - miss,
-                "width": (hi - lo) if has else math.nan}
-
-    def error(self, estimate) -> float:
-        """The declared ``error_measure`` of a stored estimate."""
-        return self.error_measures(estimate)[self.error_measure]
 
     # -- audits ---------------------------------------------------------------------------
     def audit_records(self) -> tuple[np.ndarray, np.ndarray]:

@@ -87,7 +87,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kngflow.problems.base import SimulatedProblem, check_finite_positive
+from kngflow.problems.base import check_finite_positive
+from kngflow.problems.summary import ERROR_MEASURES, SUMMARIES, PosteriorSummary, check_level, check_summary
 from kngflow.problems.domains import RecordDomain, response_records
 
 __all__ = ["NIGPrior", "BayesLinearData", "BayesLinearProblem", "bayes_linear_data", "check_bayes_linear_data",
@@ -96,10 +97,6 @@ __all__ = ["NIGPrior", "BayesLinearData", "BayesLinearProblem", "bayes_linear_da
 
 #: the record domains of the covariates: the box [-1, 1]^p or the unit ℓ2 ball
 DATA_NORMS = ("linf", "l2")
-#: the error measures the problem declares (``error_measure`` picks the one stored as ``error``)
-ERROR_MEASURES = ("abs", "miss", "width")
-#: the release's shapes: ``(mean, lower, upper)`` of one coefficient, or its posterior mean alone
-SUMMARIES = ("interval", "point")
 #: rows simulated and folded into ``A`` at a time (fixed: the statistic does not depend on memory)
 BLOCK_ROWS = 1 << 16
 
@@ -239,12 +236,6 @@ class BayesLinearData(NamedTuple):
         return self.A[:d, :d].copy(), self.A[:d, d] * B, float(self.A[d, d]) * B * B
 
 
-def _check_level(level) -> float:
-    if isinstance(level, bool) or not isinstance(level, Real) or not 0.0 < level < 1.0:
-        raise ValueError(f"level must be a number in (0, 1), got {level!r}")
-    return float(level)
-
-
 def _check_coef(coef, d: int) -> int:
     if isinstance(coef, bool) or not isinstance(coef, (int, np.integer)) or not 0 <= coef < d:
         raise ValueError(f"coef must be an integer in [0, d) = [0, {d}), got {coef!r}")
@@ -279,7 +270,7 @@ def check_bayes_linear_data(data) -> BayesLinearData:
     _check_data_norm(data.data_norm)
     if not isinstance(data.prior, NIGPrior) or data.prior.d != data.d:
         raise ValueError(f"data.prior must be a NIGPrior of dimension d = {data.d}")
-    _check_level(data.level)
+    check_level(data.level)
     _check_coef(data.coef, data.d)
     return data
 
@@ -309,7 +300,7 @@ def bayes_linear_data(x, y, *, y_bound: float, data_norm: str = "linf", mu0=None
         _fold(A, xb, np.clip(yb, -B, B) / B)
     A[0, 0] = float(x.shape[0])
     prior = nig_prior(d, mu0, prior_precision, a0, b0)
-    return BayesLinearData(A, int(x.shape[0]), B, data_norm, prior, _check_level(level), _check_coef(coef, d),
+    return BayesLinearData(A, int(x.shape[0]), B, data_norm, prior, check_level(level), _check_coef(coef, d),
                            bool(interval))
 
 
@@ -324,7 +315,7 @@ def _fold(A: np.ndarray, x: np.ndarray, ys: np.ndarray) -> None:
 
 
 # ----------------------------------------------------------------------------- the problem
-class BayesLinearProblem(SimulatedProblem):
+class BayesLinearProblem(PosteriorSummary):
     """Linear regression with a NIG prior; the posterior summary of one coefficient released.
 
     Parameters
@@ -363,15 +354,9 @@ class BayesLinearProblem(SimulatedProblem):
         self.y_bound = check_finite_positive("y_bound", y_bound)
         self.data_norm = _check_data_norm(data_norm)
         self.prior = nig_prior(self.dim, mu0, prior_precision, a0, b0)
-        self.level = _check_level(level)
+        self.level = check_level(level)
         self.coef = _check_coef(coef, self.dim)
-        if summary not in SUMMARIES:
-            raise ValueError(f"summary must be one of {list(SUMMARIES)}, got {summary!r}")
-        if error_measure not in ERROR_MEASURES:
-            raise ValueError(f"error_measure must be one of {list(ERROR_MEASURES)}, got {error_measure!r}")
-        if summary == "point" and error_measure != "abs":
-            raise ValueError(f"error_measure {error_measure!r} needs summary = 'interval'; with summary = 'point' "
-                             "only 'abs' is allowed")
+        summary, error_measure = check_summary(summary, error_measure)
         self.summary, self.error_measure = summary, error_measure
 
     def __repr__(self) -> str:
@@ -381,23 +366,8 @@ class BayesLinearProblem(SimulatedProblem):
 
     # -- the contract ---------------------------------------------------------------------
     @property
-    def interval(self) -> bool:
-        return self.summary == "interval"
-
-    @property
-    def d(self) -> int:
-        """Entries of a release: 3 (``mean, lower, upper``) or 1 (the posterior mean)."""
-        return 3 if self.interval else 1
-
-    @property
-    def theta_star(self) -> np.ndarray:
-        """``beta[coef]`` repeated ``d`` times."""
-        return np.full(self.d, self.beta[self.coef])
-
-    @property
-    def coefficient_summaries(self) -> bool:  # type: ignore[override]
-        """Only the point release's entry is an estimate of ``beta[coef]``."""
-        return not self.interval
+    def truth(self) -> float:
+        return float(self.beta[self.coef])
 
     @property
     def loglog_slopes(self) -> bool:  # type: ignore[override]
@@ -468,27 +438,6 @@ class BayesLinearProblem(SimulatedProblem):
         A[0, 0] = float(n)
         return BayesLinearData(A, int(n), self.y_bound, self.data_norm, self.prior, self.level, self.coef,
                                self.interval)
-
-    def as_summary(self, estimate) -> tuple[float, float, float]:
-        """``(mean, lower, upper)`` of a stored estimate (NaN bounds for ``summary = "point"``)."""
-        e = np.asarray(estimate, dtype=np.float64)
-        if e.shape != (self.d,):
-            raise ValueError(f"estimate must have shape ({self.d},), got {e.shape}")
-        if self.interval:
-            return float(e[0]), float(e[1]), float(e[2])
-        return float(e[0]), math.nan, math.nan
-
-    def error_measures(self, estimate) -> dict:
-        """``abs``, ``miss``, ``covered`` and ``width`` of a stored estimate (module docstring)."""
-        mean, lo, hi = self.as_summary(estimate)
-        truth = float(self.beta[self.coef])
-        has = math.isfinite(lo) and math.isfinite(hi)
-        miss = (0.0 if lo <= truth <= hi else 1.0) if has else math.nan
-        return {"abs": abs(mean - truth), "miss": miss, "covered": 1.0 - miss, "width": (hi - lo) if has else math.nan}
-
-    def error(self, estimate) -> float:
-        """The declared ``error_measure`` of a stored estimate."""
-        return self.error_measures(estimate)[self.error_measure]
 
     # -- audits ---------------------------------------------------------------------------
     def audit_records(self) -> tuple[np.ndarray, np.ndarray]:
