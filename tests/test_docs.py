@@ -347,6 +347,13 @@ def test_the_readme_and_the_docs_home_name_every_model():
         assert models - set(dict(MODEL_ROW.findall(without))) == {"pca"}
 
 
+def test_the_studies_page_lists_every_shipped_spec():
+    """Every ``workflows/*.toml`` study (not a claims file) has a row on docs/studies.md."""
+    text = (DOCS / "studies.md").read_text()
+    specs = sorted(p.name for p in (ROOT / "workflows").glob("*.toml") if not p.name.endswith(".claims.toml"))
+    assert specs and [s for s in specs if f"workflows/{s}" not in text] == []
+
+
 @pytest.mark.slow
 def test_mkdocs_build_strict(tmp_path):
     """``mkdocs build --strict``: warnings (a broken link or anchor, a docstring griffe cannot
