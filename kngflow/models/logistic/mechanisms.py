@@ -285,6 +285,8 @@ class ExtendedObjectivePerturbation(Mechanism):
     For ``eps (1 - q) > 30`` the regulariser is held at its value there,
     ``gamma = lambda / expm1(30)``: a larger ``gamma`` only shrinks the determinant ratio,
     so the release stays eps-DP, and the Newton system stays well conditioned in float64.
+    For the same reason the option ``reg`` (the ridge every ERM kind names so, on the
+    ``(1/n)``-scaled objective) is a floor: ``gamma = max(rule, n reg)`` (:meth:`gamma`).
 
     Inexact minimisation (Sarwate's chapter, §7.3.2): the proof covers the exact
     minimiser.  Newton's method (:func:`~kngflow.models.logistic.problem.perturbed_minimiser`)
@@ -405,7 +407,8 @@ class ObjectivePerturbation(ExtendedObjectivePerturbation):
     :class:`ExtendedObjectivePerturbation` with ``norm="l2"``, ``q=0.5``).  Privacy: the
     noise share is ``eps/2`` as in Algorithm 2; the determinant ratio is at most
     ``1 + lambda / gamma = 1 + eps/2 <= exp(eps/2)`` for the printed rule.  Both rules
-    keep ``gamma >= lambda / expm1(30)`` (see the parent class).
+    keep ``gamma >= lambda / expm1(30)`` (see the parent class), and ``reg`` raises
+    ``gamma`` to ``n reg`` where that is larger, as in the parent class.
     """
 
     kind = "objective"
