@@ -38,6 +38,9 @@ class ExtendedObjectivePerturbation(LinearMechanism):
     ``gamma = lambda / (exp(eps (q - 1)) - 1)``, which is negative; the proof needs
     ``exp(eps (1-q)) - 1``.  ``q = 1/2`` with ℓ∞ is the KNG paper's §4.3 form
     (``gamma = 2d / (exp(eps/2) - 1)``, noise ∝ ``exp(-eps ||b||_inf / (8 (1+B)))``).
+    The option ``reg`` (the ridge every ERM kind names so, ``(1/n) sum (y - x'theta)^2 +
+    (reg/2)|theta|^2``) is a floor: ``gamma = max(rule, n reg)``, a larger ridge only
+    shrinking the Jacobian's ratio (:meth:`gamma`).
     """
 
     snaps_itself = True  # hardened releases are snapped from their double-double value
