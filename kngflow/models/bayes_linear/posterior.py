@@ -87,6 +87,7 @@ import numpy as np
 from scipy.special import gammaln, stdtr, stdtrit
 
 from kngflow._jit import jit
+from kngflow.kernels.gradient_map import cholesky_logdet
 from kngflow.models.bayes_linear.problem import augmented, t_layout
 
 __all__ = ["nig_posterior", "student_summary", "project_statistics", "noise_aware_draws", "mixture_summary",
@@ -138,26 +139,6 @@ def project_statistics(G: np.ndarray, c: np.ndarray, yy: float, n: int, y_bound:
 
 # ----------------------------------------------------------------------------- the sampler
 @jit
-def _cholesky(M, L):
-    """Lower Cholesky factor of ``M`` into ``L``; False unless positive definite."""
-    m = M.shape[0]
-    for i in range(m):
-        for j in range(i + 1):
-            s = M[i, j]
-            for k in range(j):
-                s -= L[i, k] * L[j, k]
-            if i == j:
-                if not s > 0.0:
-                    return False
-                L[i, i] = math.sqrt(s)
-            else:
-                L[i, j] = s / L[j, j]
-        for j in range(i + 1, m):
-            L[i, j] = 0.0
-    return True
-
-
-@jit
 def _forward(L, b, out):
     """``out = L^-1 b`` (L lower triangular)."""
     m = L.shape[0]
@@ -196,11 +177,10 @@ def _log_evidence(t, I, J, n, d, box, B, lam0, r0, m0, a0, b0, A, G, L, M, Lm, w
         for b in range(d):
             G[a, b] = A[a, b]
             M[a, b] = A[a, b] + lam0[a, b]
-    if not _cholesky(G, L):
+    logdet_g = cholesky_logdet(G, L)
+    if math.isnan(logdet_g):
         return -np.inf
-    logdet_g = 0.0
     for a in range(d):
-        logdet_g += 2.0 * math.log(L[a, a])
         v[a] = A[a, d]
     _forward(L, v, w)
     q = 0.0
@@ -210,11 +190,10 @@ def _log_evidence(t, I, J, n, d, box, B, lam0, r0, m0, a0, b0, A, G, L, M, Lm, w
     R = yy - q
     if not R > 0.0:
         return -np.inf
-    if not _cholesky(M, Lm):
+    logdet_m = cholesky_logdet(M, Lm)
+    if math.isnan(logdet_m):
         return -np.inf
-    logdet_m = 0.0
     for a in range(d):
-        logdet_m += 2.0 * math.log(Lm[a, a])
         v[a] = r0[a] + A[a, d]
     _forward(Lm, v, w)
     vv = 0.0
