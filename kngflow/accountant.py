@@ -163,9 +163,7 @@ def gaussian_event(epsilon: float, delta: float):
     The multiplier is rounded down (``mu`` up) so that the event never claims more noise than
     ``mu*`` allows.  ValueError (one line) unless ``epsilon > 0`` and ``0 < delta < 1``.
     """
-    from scipy.optimize import brentq  # here: importing the accountant loads no scipy.optimize
-
-    from kngflow.mechanisms.claims import gaussian_hockey_stick
+    from kngflow.mechanisms.claims import gaussian_hockey_stick, gaussian_mu
 
     epsilon = _check("epsilon", epsilon)
     delta = _check("delta", delta, upper=1.0)
@@ -175,15 +173,10 @@ def gaussian_event(epsilon: float, delta: float):
     def gap(mu: float) -> float:
         return gaussian_hockey_stick(epsilon, mu) - delta
 
-    hi = 1.0
-    while gap(hi) < 0.0:
-        hi *= 2.0
-    lo = hi / 2.0
-    while gap(lo) > 0.0:
-        lo /= 2.0
-        if lo < 1e-300:
-            raise ValueError(f"a Gaussian event: no noise multiplier reaches (epsilon={epsilon:g}, delta={delta:g})")
-    mu = brentq(gap, lo, hi, xtol=1e-300, rtol=1e-13)
+    try:
+        mu = gaussian_mu(epsilon, delta)
+    except ValueError:
+        raise ValueError(f"a Gaussian event: no noise multiplier reaches (epsilon={epsilon:g}, delta={delta:g})") from None
     z = 1.0 / mu
     while gap(1.0 / z) < 0.0:  # round z down until its mu is at least mu*
         z = math.nextafter(z, 0.0) if z * 1e-12 < 1e-300 else z * (1.0 - 1e-12)

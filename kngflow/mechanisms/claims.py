@@ -193,3 +193,18 @@ def gaussian_hockey_stick(epsilon: float, mu: float) -> float:
 
     a = -epsilon / mu
     return float(ndtr(a + mu / 2.0) - math.exp(min(epsilon + log_ndtr(a - mu / 2.0), 700.0)))
+
+
+def gaussian_mu(epsilon: float, delta: float) -> float:
+    """``mu*``, the root of ``delta(eps; mu) = delta`` (:func:`gaussian_hockey_stick`, to relative
+    1e-13): δ(ε; μ) increases with μ, so Gaussian noise of sensitivity ``mu`` standard
+    deviations is (ε, δ)-DP exactly when ``mu <= mu*`` (the analytic Gaussian mechanism,
+    Balle & Wang 2018).  ValueError when no ``mu`` above 1e-300 reaches ``delta``."""
+    hi = 1.0
+    while gaussian_hockey_stick(epsilon, hi) < delta:
+        hi *= 2.0
+    lo = hi / 2.0
+    while lo > 1e-300 and gaussian_hockey_stick(epsilon, lo) > delta:
+        lo /= 2.0
+    from scipy.optimize import brentq  # here: importing scipy.optimize costs every worker ~0.5 s
+    return brentq(lambda m: gaussian_hockey_stick(epsilon, m) - delta, lo, hi, xtol=1e-300, rtol=1e-13)

@@ -59,7 +59,7 @@ import numpy as np
 from kngflow._jit import jit
 from kngflow.mechanisms.base import (SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int,
                                      check_probability, check_rng)
-from kngflow.mechanisms.claims import Density, StatisticNoise, gaussian_hockey_stick
+from kngflow.mechanisms.claims import Density, StatisticNoise, gaussian_mu
 from kngflow.mechanisms.draws import DrawInfo
 from kngflow.mechanisms.generic import NonPrivateBase
 from kngflow.models.pca.problem import (PCAData, canonical_basis, top_eigenvectors, upper_sensitivity,
@@ -127,15 +127,8 @@ def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) ->
     """Smallest ``sigma`` (to relative 1e-12) for which ``N(0, sigma^2 I)`` noise on a statistic
     of ℓ2 sensitivity ``sensitivity`` is (ε, δ)-DP: ``sensitivity / mu*`` with ``mu*`` the root of
     ``delta(eps; mu) = delta`` (the analytic Gaussian mechanism, Balle & Wang 2018; δ(ε; μ)
-    increases with μ)."""
-    hi = 1.0
-    while gaussian_hockey_stick(epsilon, hi) < delta:
-        hi *= 2.0
-    lo = hi / 2.0
-    while lo > 1e-300 and gaussian_hockey_stick(epsilon, lo) > delta:
-        lo /= 2.0
-    from scipy.optimize import brentq  # here: importing scipy.optimize costs every worker ~0.5 s
-    mu = brentq(lambda m: gaussian_hockey_stick(epsilon, m) - delta, lo, hi, xtol=1e-300, rtol=1e-13)
+    increases with μ; :func:`~kngflow.mechanisms.claims.gaussian_mu`)."""
+    mu = gaussian_mu(epsilon, delta)
     return sensitivity / mu
 
 
