@@ -32,10 +32,19 @@ longer near the edge (20 records, ε = 1, ℓ∞: the intercept's SD 9.7 % too l
 p = 0.002 on 6000 releases against the grid density; 500 proposals instead of 50 changed
 nothing).  So every solve of a Hessian that varies (``warm=False``) starts at one
 state-independent point ``theta_0``, computed once per call: the root of ``grad L = 0``
-(Newton from ``center``) where that converges inside ``Theta``, else ``center``; the
+(Newton from ``center``); the
 proposal's density is ``q_map`` times ``C(theta)``, 1 where the solve of
 ``grad L = grad L(theta)`` from ``theta_0`` converges and 0 elsewhere, and a base-measure
-draw evaluates ``C`` (below).  ``warm=True`` starts each solve at the chain's state, which
+draw evaluates ``C`` (below).
+
+Where that root is not found inside ``Theta`` (separated data: the loss has no minimiser;
+or a minimiser outside ``Theta``) the chain does not run: the target's mass then lies in a
+thin ridge running to the edge of ``Theta``, where the gradient is small and saturates, so
+``det H`` is tiny and the map proposes there hardly ever, and 50 proposals from a start
+drawn from the proposal leave the chain far from the target (separated logistic data,
+``n = 1000``, ``m = 2``, ε = 1: mean slope 4.07 against the law's 4.55, KS p = 1e-17 on
+400 releases; random-walk Metropolis matches).  The mechanism's policy then hands over to
+its next sampler.  ``warm=True`` starts each solve at the chain's state, which
 only saves work and is valid where the solve converges from every start: a constant
 Hessian (linear regression, the mean), whose Newton step lands on the root.  With a constant Hessian (quadratic loss:
 linear regression, the mean) every proposal inside ``Theta`` is accepted, so the state is
@@ -373,8 +382,9 @@ def gradient_map_chain(gradient, hessian, rng, args, a, code, center, B, base_sc
         proposals (the first accepted one included); steps_out : (chains,) int64
         proposals made.
 
-    Returns 0, or -1 when a chain found no proposal inside ``Theta`` in ``max_tries``
-    (its row of ``out`` is then undefined).
+    Returns 0, -1 when a chain found no proposal inside ``Theta`` in ``max_tries`` (its
+    row of ``out`` is then undefined), or -2 (``warm=False``, nothing drawn) when the
+    data's minimiser ``theta_0`` is not found inside ``Theta`` (module docstring).
     """
     d = center.shape[0]
     gauss = base_scale > 0.0
@@ -405,15 +415,18 @@ def gradient_map_chain(gradient, hessian, rng, args, a, code, center, B, base_sc
         x[i] = center[i]
         for k in range(d):
             L[i, k] = L0[i, k]
-    if not warm and not math.isnan(_solve(gradient, hessian, args, u, x, L, H, g, r, step, xn, rn, max_iter, center, reach)):
+    if not warm:
+        if math.isnan(_solve(gradient, hessian, args, u, x, L, H, g, r, step, xn, rn, max_iter, center, reach)):
+            return -2  # no minimiser (separated data), or none the solve reaches
         s = 0.0
         for i in range(d):
             s += abs(x[i] - center[i])
-        if gauss or s <= B:  # the root of gradient = 0 (the data's minimiser) inside Theta
-            for i in range(d):
-                x0[i] = x[i]
-                for k in range(d):
-                    L0[i, k] = L[i, k]
+        if not (gauss or s <= B):
+            return -2  # the minimiser outside Theta
+        for i in range(d):  # the root of gradient = 0 (the data's minimiser) inside Theta
+            x0[i] = x[i]
+            for k in range(d):
+                L0[i, k] = L[i, k]
     uc = np.empty(d)  # scratch of the check of C at a base-measure draw
     xc = np.empty(d)
     Lc = np.empty((d, d))

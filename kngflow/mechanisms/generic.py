@@ -122,6 +122,9 @@ def gradient_map_draws(gradient, hessian, args, a, norm, domain, base_scale, rng
             int(proposals), int(max_tries), MAX_ITER, float(base_share), warm, out, acc, steps)
     entry, call = first_class(gradient_map_chain, call, {0: gradient_call(args), 1: hessian_call(args)})
     status = entry(*call)
+    if status == -2:
+        raise RuntimeError("gradient-map sampler: the loss has no minimiser inside Theta (separated data?), where "
+                           "the map cannot reach the law's mass; use sampler='metropolis'")
     if status < 0:
         raise RuntimeError(f"gradient-map sampler: no proposal inside Theta in max_tries={max_tries} proposals "
                            "(the gradient's image hardly meets the noise); use sampler='metropolis'")
@@ -661,7 +664,10 @@ class GenericKNG(Sampled):
         double-double from the recorded ``u`` and certified
         (:func:`~kngflow.kernels.certified.chol_solve_dd`).  The value times the output scale
         (:func:`~kngflow.kernels.dd.scale_dd`) is snapped from its double-double value.
-        Where the fit fails or the certificate exceeds ``η`` (not observed), the
+        Where the fit fails or ends outside ``Theta`` (separated data: no minimiser, the
+        law's mass in a ridge at the edge of ``Theta`` that the frozen map misses, as the
+        unhardened map does: :func:`~kngflow.kernels.gradient_map.gradient_map_chain`), or
+        the certificate exceeds ``η`` (not observed), the
         random-walk Metropolis chain on the dyadic lattice ``2^(floor(log2 B) - 46)`` runs
         instead (exact positions, the same target).  Decisions are modelled as exact, as
         everywhere (:mod:`kngflow.mechanisms.hardening`).
@@ -679,6 +685,8 @@ class GenericKNG(Sampled):
                 (center, B), 0.0, rng, center[None, :], int(self.proposals), details=True)
         except RuntimeError:
             out = None
+        if out is not None and np.abs(fit[:, -1] - center).sum() > B:
+            out = None  # the minimiser outside Theta (or none): the map misses the law (gradient_map_chain)
         if out is not None:
             route = int(routes[0])
             hi, lo = out[0].copy(), np.zeros(data.d)
