@@ -4,16 +4,19 @@ Both libraries calibrate these releases to neighbouring data sets of the same si
 differ in one record (replace-one), and both are given the same declared record domain
 (rows in the unit ℓ2 ball).  Sections:
 
-* ``logistic``: scikit-learn's breast-cancer data (n = 569, m = 30), columns standardised
-  with the training part's means and deviations, rows scaled to unit ℓ2 norm, a fixed
-  stratified 70/30 split (seed 0).  At each ε, ``--reps`` fits of diffprivlib's
+* ``logistic``: scikit-learn's breast-cancer data (n = 569, m = 30).  A repetition is one
+  stratified 70/30 split (seed ``r``; columns standardised with the training part's means
+  and deviations, rows scaled to unit ℓ2 norm) on which every row makes ``--fits`` fits
+  (seeds ``r * fits + j``), their held-out accuracies averaged: the split is shared by
+  every row (the comparison is paired on it), the fits average the mechanisms' noise.  At
+  each ε, ``--reps`` repetitions of diffprivlib's
   ``LogisticRegression(epsilon=ε, data_norm=1, C=C)`` and of
   ``kngflow.estimators.LogisticRegression(epsilon=ε, mechanism=K, data_norm="l2", radius=1)``
   for every registered kind ``K`` of problem ``"logistic"`` (the ERM kinds with option
   ``reg`` get the same ``C``, i.e. ``reg = 1 / (C n)``; KNG and Kifer et al.'s objective
   perturbation have no ``reg``), each with its default hardening: held-out accuracy
-  (mean ± standard error over the fits) and the CPU time of one fit (one release; CPU
-  time, since the 2-core machine is shared).  Pure ε-DP
+  (mean ± standard error over the repetitions) and the CPU time of one fit (one release;
+  CPU time, since the 2-core machine is shared).  Pure ε-DP
   kinds form the verdict; (ε, δ) kinds are printed apart and take no part in it, and so
   does one diagnostic row: ``objective_chaudhuri`` taking Algorithm 2's second branch
   (``eps' = eps/2`` with the extra ridge) wherever that leaves the noise more budget than
@@ -34,19 +37,19 @@ differ in one record (replace-one), and both are given the same declared record 
   hardened (the default) against ``hardened=False`` at ε = 1: releases in 10 alternating
   blocks, the fastest block's time per release of each, and their ratio.
 
-Verdict rule (logistic and pca): with ``D = mean_kngflow - mean_diffprivlib`` and
-``SE = sqrt(SE_kngflow^2 + SE_diffprivlib^2)`` (the standard error of ``D``; the fits are
-independent), kngflow "matches or beats within one SE" when ``D >= -SE``; it is "ahead"
-when ``D > SE``.  For logistic regression kngflow's side is its best pure ε-DP kind at that
+Verdict rule: with ``D = mean_kngflow - mean_diffprivlib``, kngflow "matches or beats
+within one SE" when ``D >= -SE``, and it is "ahead" when ``D > SE``; ``SE`` is the standard
+error of ``D``: for logistic regression that of the mean of the paired per-split
+differences, for PCA (fits independent) ``sqrt(SE_kngflow^2 + SE_diffprivlib^2)``.  For logistic regression kngflow's side is its best pure ε-DP kind at that
 ε (the most accurate of several, which favours kngflow a little); for PCA it is the
 exponential mechanism (the only pure ε-DP kind).  A diffprivlib cell that did not finish
 counts as kngflow ahead.
 
-    python benchmarks/bench_vs_diffprivlib.py [--reps 10] [--pca-reps REPS] [--epsilon 0.1 0.5 1 2] \\
-        [--sections logistic pca separable] [--C 1.0] [--timeout 10]
+    python benchmarks/bench_vs_diffprivlib.py [--reps 10] [--fits 5] [--pca-reps REPS] \\
+        [--epsilon 0.1 0.5 1 2] [--sections logistic pca separable] [--C 1.0] [--timeout 10]
 
-The numbers of docs/performance.md: ``--reps 30 --pca-reps 100 --timeout 20``, then
-``--sections logistic --reps 30 --C 0.25``.  Needs diffprivlib
+The numbers of docs/performance.md: ``--sections pca separable --reps 30 --pca-reps 100
+--timeout 20``, then ``--sections logistic --reps 30 --fits 5`` at ``--C 1`` and ``--C 0.25``.  Needs diffprivlib
 (``pip install -e ".[bench]"``); without it the script says so in one line and exits with
 status 2.  diffprivlib 0.6.6, its newest release, does not import with scikit-learn >= 1.8
 (the extra pins scikit-learn below 1.8): the script exits with status 2 there too.
@@ -152,17 +155,29 @@ def kinds(problem: str) -> tuple[list[str], list[str]]:
 
 
 # ----------------------------------------------------------------------------- logistic
-def breast_cancer():
-    """``(X_train, X_test, y_train, y_test)``: standardised columns, rows on the unit sphere."""
+def breast_cancer(seed: int = 0):
+    """``(X_train, X_test, y_train, y_test)`` of the stratified 70/30 split ``seed``:
+    columns standardised with the training part's statistics, rows on the unit sphere."""
     from sklearn.datasets import load_breast_cancer
     from sklearn.model_selection import train_test_split
     from sklearn.preprocessing import Normalizer, StandardScaler
 
     X, y = load_breast_cancer(return_X_y=True)
-    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
+    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.3, random_state=seed, stratify=y)
     scaler = StandardScaler().fit(X_train)
     unit = Normalizer()
     return unit.transform(scaler.transform(X_train)), unit.transform(scaler.transform(X_test)), y_train, y_test
+
+
+def paired_verdict(k, d) -> tuple[str, bool]:
+    """:func:`verdict` on per-repetition accuracies paired by split: ``D`` and the standard
+    error of the mean of the differences."""
+    diff, se = summary(np.asarray(k) - np.asarray(d))
+    if diff > se:
+        return f"kngflow ahead (D = {diff:+.3f}, SE {se:.3f})", True
+    if diff >= -se:
+        return f"within one SE (D = {diff:+.3f}, SE {se:.3f})", True
+    return f"diffprivlib ahead (D = {diff:+.3f}, SE {se:.3f})", False
 
 
 def chaudhuri_delta_branch_C(C: float, epsilon: float) -> float:
@@ -173,33 +188,37 @@ def chaudhuri_delta_branch_C(C: float, epsilon: float) -> float:
     return min(C, math.expm1(epsilon / 4.0) / 0.25)
 
 
-def logistic(dpl, epsilons, reps: int, C: float) -> bool:
+def logistic(dpl, epsilons, reps: int, fits: int, C: float) -> bool:
     from kngflow import registry
     from kngflow.estimators import LogisticRegression
 
-    X_train, X_test, y_train, y_test = breast_cancer()
-    n = X_train.shape[0]
+    splits = [breast_cancer(r) for r in range(reps)]
+    n, m = splits[0][0].shape
     pure, approx = kinds("logistic")
     with_reg = {k for k in pure + approx if "reg" in registry.mechanism_class("logistic", k).option_names()}
-    print(f"\n## Logistic regression, breast cancer: n = {n} train / {X_test.shape[0]} test, m = {X_train.shape[1]}, "
-          f"rows in the unit l2 ball, {reps} fits per cell")
+    y_test = splits[0][3]
+    print(f"\n## Logistic regression, breast cancer: n = {n} train / {y_test.size} test, m = {m}, "
+          f"rows in the unit l2 ball; {reps} stratified splits (seeds 0-{reps - 1}), {fits} fits per split and row")
     print(f"C = {C:g} for diffprivlib and for kngflow's kinds with a ridge ({', '.join(sorted(with_reg))}: "
           f"reg = 1/(C n) = {1 / (C * n):.4g}); majority class {max(y_test.mean(), 1 - y_test.mean()):.3f} of the test set")
-    print("cells: held-out accuracy mean ± standard error, CPU time of one fit (one release); "
-          "[hardened]: every fit's release was hardened")
+    print("cells: held-out accuracy mean ± standard error over the splits (each split's accuracy the mean of its fits), "
+          "CPU time of one fit (one release); [hardened]: every fit's release was hardened")
 
     def run(make, eps):
         acc, secs, hardened = [], [], set()
-        for r in range(reps):
-            model = make(eps, r)
-            t0 = time.process_time()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # diffprivlib's notes (none expected with data_norm given)
-                model.fit(X_train, y_train)
-            secs.append(time.process_time() - t0)
-            acc.append(model.score(X_test, y_test))
-            hardened.add(getattr(model, "hardened_", None))
-        return summary(acc), float(np.mean(secs)), hardened
+        for r, (X_train, X_test, y_train, y_test) in enumerate(splits):
+            split = []
+            for j in range(fits):
+                model = make(eps, r * fits + j)
+                t0 = time.process_time()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # diffprivlib's notes (none expected with data_norm given)
+                    model.fit(X_train, y_train)
+                secs.append(time.process_time() - t0)
+                split.append(model.score(X_test, y_test))
+                hardened.add(getattr(model, "hardened_", None))
+            acc.append(float(np.mean(split)))
+        return acc, float(np.mean(secs)), hardened
 
     def kng(kind, c_of=lambda eps: C, options=None):
         return lambda eps, r: LogisticRegression(epsilon=eps, mechanism=kind, data_norm="l2", radius=1.0,
@@ -223,7 +242,7 @@ def logistic(dpl, epsilons, reps: int, C: float) -> bool:
     for name, make in rows.items():  # compile the kernels and warm the caches
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            make(1.0, 0).fit(X_train, y_train)
+            make(1.0, 0).fit(splits[0][0], splits[0][2])
     results = {name: {} for name in rows}
     states = {}
     for eps in epsilons:
@@ -237,15 +256,16 @@ def logistic(dpl, epsilons, reps: int, C: float) -> bool:
         if heading:
             print(heading)
         for name in group:
-            print(f"{labels[name]:{width}}" + "".join(f"{cell(*results[name][e]):>25}" for e in epsilons))
+            print(f"{labels[name]:{width}}" + "".join(f"{cell(summary(results[name][e][0]), results[name][e][1]):>25}"
+                                                      for e in epsilons))
     ok = True
     pure_rows = [f"kngflow {k}" for k in pure]
     for eps in epsilons:
-        best = max(pure_rows, key=lambda name: results[name][eps][0][0])
-        text, passed = verdict(results[best][eps][0], results["diffprivlib"][eps][0])
+        best = max(pure_rows, key=lambda name: np.mean(results[name][eps][0]))
+        text, passed = paired_verdict(results[best][eps][0], results["diffprivlib"][eps][0])
         ok &= passed
         print(f"eps = {eps:g}: best pure eps-DP kngflow kind {best.split(' ', 1)[1]} "
-              f"{results[best][eps][0][0]:.3f} vs diffprivlib {results['diffprivlib'][eps][0][0]:.3f}: "
+              f"{np.mean(results[best][eps][0]):.3f} vs diffprivlib {np.mean(results['diffprivlib'][eps][0]):.3f}: "
               f"{'PASS' if passed else 'FAIL'}, {text}")
     print(f"logistic verdict: kngflow's best pure eps-DP kind matches or beats diffprivlib within one SE at every eps: "
           f"{'yes' if ok else 'no'}")
@@ -383,7 +403,9 @@ def separable(reps: int, epsilon: float = 1.0) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--reps", type=int, default=10, help="fits per cell (logistic, pca); releases (separable)")
+    p.add_argument("--reps", type=int, default=10,
+                   help="splits per cell (logistic), fits per cell (pca), releases (separable)")
+    p.add_argument("--fits", type=int, default=5, help="fits per split and row (logistic)")
     p.add_argument("--epsilon", type=float, nargs="+", default=[0.1, 0.5, 1.0, 2.0])
     p.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
     p.add_argument("--C", type=float, default=1.0, help="inverse regularisation of both libraries (diffprivlib's default)")
@@ -394,6 +416,8 @@ def main(argv=None) -> int:
         args.pca_reps = args.reps
     if min(args.reps, args.pca_reps) < 2:
         p.error("--reps and --pca-reps must be at least 2 (a standard error needs two fits)")
+    if args.fits < 1:
+        p.error("--fits must be at least 1")
     dpl = load_diffprivlib() if {"logistic", "pca"} & set(args.sections) else None
     import sklearn
 
@@ -405,7 +429,7 @@ def main(argv=None) -> int:
           f"kngflow {getattr(kngflow, '__version__', '?')}")
     ok = True
     if "logistic" in args.sections:
-        ok &= logistic(dpl, args.epsilon, args.reps, args.C)
+        ok &= logistic(dpl, args.epsilon, args.reps, args.fits, args.C)
     if "pca" in args.sections:
         ok &= pca(dpl, args.epsilon, args.pca_reps, args.timeout)
     if "separable" in args.sections:
