@@ -357,7 +357,7 @@ def test_the_studies_page_lists_every_shipped_spec():
 @pytest.mark.slow
 def test_mkdocs_build_strict(tmp_path):
     """``mkdocs build --strict``: warnings (a broken link or anchor, a docstring griffe cannot
-    read, a page missing from the nav) are errors."""
+    read, a page missing from the nav) are errors; the notebooks' pages show their outputs."""
     pytest.importorskip("mkdocs")
     pytest.importorskip("mkdocstrings")
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
@@ -365,6 +365,8 @@ def test_mkdocs_build_strict(tmp_path):
                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert proc.returncode == 0, proc.stderr[-5000:]
     assert (tmp_path / "site" / "api" / "mechanisms" / "index.html").read_text().count("get_mechanism") > 0
+    for name in ("01_study_from_python", "02_reproduce_a_figure", "03_bring_your_own_mechanism"):
+        assert "nb-output" in (tmp_path / "site" / "notebooks" / name / "index.html").read_text()  # executed
 
 
 def _help_texts() -> dict[str, str]:

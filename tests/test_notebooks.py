@@ -1,7 +1,8 @@
 """The notebooks in notebooks/ run from top to bottom (nbclient), each in a fresh temporary folder.
 
 Each notebook builds the small stores it analyses from small specs; it is stored without
-outputs. The kernel is the interpreter running the tests (jupyter_client starts the ``python3``
+outputs, and the docs site shows it executed at build time (docs/hooks/notebooks.py, which
+these tests run). The kernel is the interpreter running the tests (jupyter_client starts the ``python3``
 kernel with ``sys.executable``); the notebooks
 are skipped only where nbclient or ipykernel is not installed (CI installs both, the
 ``docs`` extra).
@@ -9,14 +10,12 @@ are skipped only where nbclient or ipykernel is not installed (CI installs both,
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-TIMEOUT = 600  # seconds per cell
 
 
 def test_there_are_three_notebooks_stored_without_outputs():
@@ -30,18 +29,49 @@ def test_there_are_three_notebooks_stored_without_outputs():
                 assert not cell.outputs and cell.execution_count is None, f"{path.name}: stored with outputs"
 
 
+def _hook():
+    """docs/hooks/notebooks.py, the MkDocs hook that executes the notebooks into pages of the site."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("notebook_pages", ROOT / "docs" / "hooks" / "notebooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_notebook_page_shows_code_and_outputs():
+    """The site's page of an executed notebook: markdown as is, code in Python blocks, text
+    outputs in text blocks, a figure as an embedded PNG, ANSI colours stripped."""
+    nbformat = pytest.importorskip("nbformat")
+    v4 = nbformat.v4
+    nb = v4.new_notebook(cells=[
+        v4.new_markdown_cell("# Title"),
+        v4.new_code_cell("print('hi')", outputs=[v4.new_output("stream", name="stdout", text="\x1b[31mhi\x1b[0m\n")]),
+        v4.new_code_cell("x", outputs=[v4.new_output("execute_result", data={"text/plain": "42"}, execution_count=2)]),
+        v4.new_code_cell("fig", outputs=[v4.new_output("display_data", data={"image/png": "iVBORw0KGgo=\n",
+                                                                               "text/plain": "<Figure>"})]),
+        v4.new_code_cell("y = 1"),
+    ])
+    page = _hook().markdown(nb)
+    assert page.startswith("# Title\n")
+    assert "```python\nprint('hi')\n```" in page and "```text\nhi\n```" in page and "\x1b" not in page
+    assert "```text\n42\n```" in page and 'src="data:image/png;base64,iVBORw0KGgo="' in page
+    assert "<Figure>" not in page and page.count('class="nb-output"') == 3  # y = 1 prints nothing
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs(path, tmp_path, monkeypatch):
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
+def test_notebook_runs(path, tmp_path):
+    """Each notebook runs from top to bottom as the docs build runs it, and its page shows
+    the outputs of every code cell that printed or returned something."""
+    pytest.importorskip("nbformat")
+    pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
+    hook = _hook()
     work = tmp_path / "work"
     work.mkdir()
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3",
-                                     resources={"metadata": {"path": str(work)}})
-    client.execute()
+    nb = hook.execute(path, work)
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors, errors
+    printed = sum(1 for c in nb.cells if c.cell_type == "code" and c.outputs)
+    assert printed >= 5 and hook.markdown(nb).count('class="nb-output"') == printed
