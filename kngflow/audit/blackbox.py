@@ -14,7 +14,7 @@ For adjacent data sets ``D, D'`` an ε-DP mechanism satisfies
    difference, Fisher and principal directions and the axes, a Gaussian and a kernel log
    likelihood ratio, histogram log likelihood ratios), its second half the threshold
    events ``{s > t}``, ``{s <= t}`` and orientations whose bound on ``draws`` fresh
-   releases is predicted largest (:func:`~kngflow.audit.search.select_events`);
+   releases is predicted largest (:func:`~kngflow.audit.events.select_events`);
 3. draws ``draws`` fresh releases on each side and counts each chosen event (with
    ``target_power``: as many draws as a loss of that size needs to be flagged with
    probability 0.9, by the pilot's masses of the events, up to ``max_draws``);
@@ -49,10 +49,11 @@ import math
 import numpy as np
 
 from . import power as pw
+from .events import SMOOTH, best_predicted, clean, select_events, statistics
 from .pairs import AdjacentPair, audit_view
 from .result import ALPHA, AuditResult, clopper_pearson
 from .runner import Chunk, LocalRunner, chunk_sizes, releases
-from .search import SMOOTH, best_predicted, clean, search_cost, search_pair, select_events, statistics
+from .search import search_cost, search_pair
 
 __all__ = ["blackbox_audit", "side_channel_audit", "audit_callable", "sample_releases", "planned_releases",
            "side_channel_releases"]

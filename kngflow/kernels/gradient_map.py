@@ -32,13 +32,14 @@ longer near the edge (20 records, ε = 1, ℓ∞: the intercept's SD 9.7 % too l
 p = 0.002 on 6000 releases against the grid density; 500 proposals instead of 50 changed
 nothing).  So every solve of a Hessian that varies (``warm=False``) starts at one
 state-independent point ``theta_0``, computed once per call: the root of ``grad L = 0``
-(Newton from ``center``); the
+(Newton from ``center``), or ``center`` where that solve fails near it (a loss that is
+not smooth at its minimiser: the geometric median at a record); the
 proposal's density is ``q_map`` times ``C(theta)``, 1 where the solve of
 ``grad L = grad L(theta)`` from ``theta_0`` converges and 0 elsewhere, and a base-measure
 draw evaluates ``C`` (below).
 
-Where that root is not found inside ``Theta`` (separated data: the loss has no minimiser;
-or a minimiser outside ``Theta``) the chain does not run: the target's mass then lies in a
+Where the solve runs off beyond ``REACH B`` (separated data: the loss has no minimiser)
+or its root lies outside ``Theta``, the chain does not run: the target's mass then lies in a
 thin ridge running to the edge of ``Theta``, where the gradient is small and saturates, so
 ``det H`` is tiny and the map proposes there hardly ever, and 50 proposals from a start
 drawn from the proposal leave the chain far from the target (separated logistic data,
@@ -52,25 +53,20 @@ the last proposal inside ``Theta``: an exact draw of the target, as soon as one 
 falls inside.  At large ``n``, ``det H`` hardly varies over the target's spread and nearly
 every proposal is accepted.
 
-Newton's method: the step ``-H^-1 r``, ``r = grad L(theta) - u``, through a Cholesky factor
-of ``H``; the Hessian is kept between iterations (a chord step, one gradient per
-iteration) while the residual's ℓ2 norm contracts at least fourfold, and recomputed
-otherwise; a step that does not decrease ``||r||_2`` (Armijo, on the merit function
-``||r||^2 / 2``, for which the Newton step is a descent direction) is first retried with a
-fresh Hessian, then halved.  Converged when a step is below ``XTOL (1 + ||theta||_inf)``
-in ℓ∞ (``XTOL = 1e-10``: far below the target's spread at every ``n``), or when the
-residual can no longer be decreased and the step is below ``1e-7 (1 + ||theta||_inf)``
-(rounding of the summed gradient).  The root is unique (strict convexity), so a
-converged solve does not depend on its start (but whether it converges may).  The Hessian at the root gives
-``log det H`` and the next solve's first factor.
+Newton's method (:mod:`kngflow.kernels.newton`): chord steps on a Cholesky factor of
+``H``, refreshed where the residual stops contracting, with Armijo backtracking.  The
+root is unique (strict convexity), so a converged solve does not depend on its start (but
+whether it converges may).  The Hessian at the root gives ``log det H`` and the next
+solve's first factor.  The proposals' laws and their normalising constants:
+:mod:`kngflow.kernels.map_proposals`.
 
 The kernel takes the problem's jitted ``gradient(theta, args, g)`` and ``hessian(theta,
 args, H)`` as first-class functions (:func:`~kngflow._jit.first_class`), so numba caches
 it on disk: compiled once per machine and signature, not once per process.
 
-:func:`surrogate_map_chain` carries the idea to losses whose gradient is not smooth
-(quantile regression's is piecewise constant): the map of a smooth surrogate, frozen at its
-minimiser, proposes; the exact density accepts.
+:func:`~kngflow.kernels.surrogate_map.surrogate_map_chain` carries the idea to losses whose
+gradient is not smooth (quantile regression's is piecewise constant): the map of a smooth
+surrogate, frozen at its minimiser, proposes; the exact density accepts.
 """
 
 from __future__ import annotations
@@ -80,263 +76,17 @@ import math
 import numpy as np
 
 from kngflow._jit import jit
-from kngflow.kernels.dd import dd_add, two_prod, two_sum
 from kngflow.kernels.generic import norm_by_code
-from kngflow.noise import draw_l1_into, draw_l2_into, draw_linf_into
+from kngflow.kernels.map_proposals import _draw_base, _draw_u, _log_base_normaliser, _log_knorm_normaliser
+from kngflow.kernels.newton import _solve, cholesky_logdet
 
-__all__ = ["gradient_map_chain", "surrogate_map_chain", "cholesky_logdet", "XTOL", "MAX_ITER", "SURROGATE_TEMPER",
-           "SURROGATE_REFINE", "BASE_SHARE", "REACH"]
+__all__ = ["gradient_map_chain", "REACH"]
 
-#: Newton's step tolerance, relative to ``1 + ||theta||_inf``
-XTOL = 1e-10
-#: Newton iterations per solve before it counts as failed
-MAX_ITER = 60
-#: Armijo constant of the backtracking on ``||r||_2``
-_ARMIJO = 1e-4
 #: a solve of the gradient map (``warm=False``) fails once an iterate is farther than
 #: ``REACH B`` from the centre in ℓ1: its root would most likely be outside ``Theta``, a
 #: rejection anyway, and a ``u`` outside the gradient's image (no root) costs ``max_iter``
 #: iterations otherwise.  The rule is a function of ``u`` alone, as the proposal's law must be.
 REACH = 2.0
-
-
-@jit
-def cholesky_logdet(H, L):
-    """Lower Cholesky factor of the symmetric ``H`` into ``L``; returns ``log det H``, or
-    ``nan`` when ``H`` is not (numerically) positive definite or not finite."""
-    d = H.shape[0]
-    logdet = 0.0
-    for j in range(d):
-        s = H[j, j]
-        for k in range(j):
-            s -= L[j, k] * L[j, k]
-        if not (s > 0.0 and math.isfinite(s)):
-            return math.nan
-        ljj = math.sqrt(s)
-        L[j, j] = ljj
-        logdet += 2.0 * math.log(ljj)
-        for i in range(j + 1, d):
-            t = H[i, j]
-            for k in range(j):
-                t -= L[i, k] * L[j, k]
-            L[i, j] = t / ljj
-        for i in range(j):
-            L[i, j] = 0.0
-    return logdet
-
-
-@jit
-def _chol_solve(L, r, out):
-    """``out = -(L L')^-1 r``."""
-    d = r.shape[0]
-    for i in range(d):
-        s = r[i]
-        for k in range(i):
-            s -= L[i, k] * out[k]
-        out[i] = s / L[i, i]
-    for i in range(d - 1, -1, -1):
-        s = out[i]
-        for k in range(i + 1, d):
-            s -= L[k, i] * out[k]
-        out[i] = s / L[i, i]
-    for i in range(d):
-        out[i] = -out[i]
-
-
-@jit
-def _residual(g, u, r):
-    """``r = g - u``; returns ``||r||_2`` (``inf`` if not finite)."""
-    s = 0.0
-    for i in range(g.shape[0]):
-        r[i] = g[i] - u[i]
-        s += r[i] * r[i]
-    return math.sqrt(s) if math.isfinite(s) else math.inf
-
-
-@jit
-def _inf_norm(x):
-    s = 0.0
-    for i in range(x.shape[0]):
-        s = max(s, abs(x[i]))
-    return s
-
-
-@jit
-def _solve(gradient, hessian, args, u, x, L, H, g, r, step, xn, rn_vec, max_iter, center, reach):
-    """Solve ``gradient(x) = u`` in place from ``x``, ``L`` the Cholesky factor of the Hessian
-    at ``x``.  On success returns ``log det H`` at the root (``x``), with ``L`` its factor;
-    on failure returns ``nan`` (``x`` and ``L`` are then scratch).  The solve fails as soon
-    as an iterate is farther than ``reach`` from ``center`` in ℓ1 (``inf``: never)."""
-    d = x.shape[0]
-    gradient(x, args, g)
-    rn = _residual(g, u, r)
-    if not math.isfinite(rn):
-        return math.nan
-    fresh = True  # L is the Hessian at x
-    converged = False
-    for _ in range(max_iter):
-        if rn == 0.0:
-            converged = True
-            break
-        _chol_solve(L, r, step)
-        size = _inf_norm(step)
-        scale = 1.0 + _inf_norm(x)
-        if not math.isfinite(size):
-            return math.nan
-        if size <= XTOL * scale:
-            for i in range(d):
-                x[i] += step[i]
-            converged = True
-            break
-        t = 1.0
-        moved = False
-        while True:
-            for i in range(d):
-                xn[i] = x[i] + t * step[i]
-            gradient(xn, args, g)
-            rn_new = _residual(g, u, rn_vec)
-            if rn_new <= (1.0 - _ARMIJO * t) * rn:
-                moved = True
-                break
-            if not fresh:  # a chord step from a stale Hessian: refresh it and retry
-                hessian(x, args, H)
-                if math.isnan(cholesky_logdet(H, L)):
-                    return math.nan
-                fresh = True
-                _chol_solve(L, r, step)
-                size = _inf_norm(step)
-                if not math.isfinite(size):
-                    return math.nan
-                if size <= XTOL * scale:
-                    for i in range(d):
-                        x[i] += step[i]
-                    moved = False
-                    break
-                t = 1.0
-                continue
-            t *= 0.5
-            if t < 1e-10:
-                break
-        if not moved:
-            if size <= 1e-7 * scale:  # converged on the refreshed step, or the residual
-                converged = True  # is at the rounding of the summed gradient
-                break
-            return math.nan
-        contracted = rn_new <= 0.25 * rn
-        far = 0.0
-        for i in range(d):
-            x[i] = xn[i]
-            r[i] = rn_vec[i]
-            far += abs(x[i] - center[i])
-        if far > reach:
-            return math.nan
-        rn = rn_new
-        if contracted:
-            fresh = False  # keep the factor: a chord step next
-        else:
-            hessian(x, args, H)
-            if math.isnan(cholesky_logdet(H, L)):
-                return math.nan
-            fresh = True
-    if not converged:
-        return math.nan
-    for i in range(d):
-        if not math.isfinite(x[i]):
-            return math.nan
-    hessian(x, args, H)
-    return cholesky_logdet(H, L)
-
-
-@jit
-def _draw_u(rng, code, scale, u):
-    if code == 0:
-        draw_l1_into(rng, scale, u)
-    elif code == 1:
-        draw_l2_into(rng, scale, u)
-    else:
-        draw_linf_into(rng, scale, u)
-
-
-@jit
-def _log_knorm_normaliser(code, d, rate):
-    """``log`` of ``rate^d / (d! vol(K))``, the normalising constant of ``exp(-rate ||u||_K)`` on ``R^d``."""
-    if code == 0:
-        logvol = d * math.log(2.0) - math.lgamma(d + 1.0)
-    elif code == 1:
-        logvol = 0.5 * d * math.log(math.pi) - math.lgamma(0.5 * d + 1.0)
-    else:
-        logvol = d * math.log(2.0)
-    return d * math.log(rate) - math.lgamma(d + 1.0) - logvol
-
-
-@jit
-def _log_base_normaliser(d, B, base_scale):
-    """``log`` of the base measure's density constant: ``N(center, base_scale^2 I)``
-    (``base_scale > 0``) or uniform on the ℓ1 ball of radius ``B`` (volume ``(2B)^d / d!``)."""
-    if base_scale > 0.0:
-        return -0.5 * d * math.log(2.0 * math.pi * base_scale * base_scale)
-    return math.lgamma(d + 1.0) - d * math.log(2.0 * B)
-
-
-@jit
-def _draw_base(rng, center, B, base_scale, out):
-    """One draw of the base measure: uniform on the ℓ1 ball ``||theta - center||_1 <= B``
-    (``base_scale <= 0``; normalised exponential spacings give a uniform point of the
-    simplex, then fair signs) or ``N(center, base_scale^2 I)``."""
-    d = center.shape[0]
-    if base_scale > 0.0:
-        for i in range(d):
-            out[i] = center[i] + base_scale * rng.standard_normal()
-        return
-    total = 0.0
-    for i in range(d):
-        out[i] = rng.standard_exponential()
-        total += out[i]
-    total += rng.standard_exponential()
-    for i in range(d):
-        v = B * out[i] / total
-        out[i] = center[i] + (v if rng.random() < 0.5 else -v)
-
-
-@jit
-def _draw_base_dd(rng, center, B, base_scale, out, lo):
-    """:func:`_draw_base` (the same random numbers and the same ``out``), with ``lo`` the
-    low part of the exact draw on the uniform base: ``out + lo`` equals
-    ``center ± B E_i / T``, ``T = sum_j E_j`` (the exponentials as drawn, the sum exact),
-    within ``(8 d + 24) u^2 (|center_i| + B)`` (``u = 2^-53``).  The sum is carried in
-    double-double (within ``2 (d + 1) u^2 T``); the plain quotient ``v`` errs by at most
-    ``(d + 3) u v``, so its remainder ``B E_i - v T``, computed from exact products
-    (``p - q`` exact by Sterbenz's lemma), is at most ``(d + 3) u v T`` and errs by at most
-    ``(4 d + 11) u^2 v T``; the low part ``remainder / T`` then errs by at most
-    ``(6 d + 17) u^2 v``, and the centre is added exactly (:func:`two_sum`) with one
-    rounding of the low parts' sum.  ``lo`` is 0 for the Gaussian base."""
-    d = center.shape[0]
-    if base_scale > 0.0:
-        _draw_base(rng, center, B, base_scale, out)
-        for i in range(d):
-            lo[i] = 0.0
-        return
-    total = 0.0
-    th = 0.0
-    tl = 0.0
-    for i in range(d):
-        out[i] = rng.standard_exponential()
-        total += out[i]
-        th, tl = dd_add(th, tl, out[i])
-    e = rng.standard_exponential()
-    total += e
-    th, tl = dd_add(th, tl, e)
-    for i in range(d):
-        v = B * out[i] / total
-        p, pe = two_prod(B, out[i])
-        q, qe = two_prod(v, th)
-        rest = ((p - q) + (pe - qe)) - v * tl  # B E_i - v T, p - q exact (Sterbenz)
-        vl = rest / (th + tl)
-        sign = 1.0 if rng.random() < 0.5 else -1.0
-        h, hl = two_sum(center[i], sign * v)
-        out[i] = h
-        lo[i] = hl + sign * vl
-
 
 #: a base-measure draw skips the check of ``C`` (module docstring) where the map's term of the
 #: mixture density is below ``e^-40`` times the base measure's (it changes ``log q`` by less
@@ -384,7 +134,8 @@ def gradient_map_chain(gradient, hessian, rng, args, a, code, center, B, base_sc
 
     Returns 0, -1 when a chain found no proposal inside ``Theta`` in ``max_tries`` (its
     row of ``out`` is then undefined), or -2 (``warm=False``, nothing drawn) when the
-    data's minimiser ``theta_0`` is not found inside ``Theta`` (module docstring).
+    solve for the data's minimiser ``theta_0`` runs off beyond ``REACH B`` or ends outside
+    ``Theta`` (module docstring).
     """
     d = center.shape[0]
     gauss = base_scale > 0.0
@@ -416,17 +167,17 @@ def gradient_map_chain(gradient, hessian, rng, args, a, code, center, B, base_sc
         for k in range(d):
             L[i, k] = L0[i, k]
     if not warm:
-        if math.isnan(_solve(gradient, hessian, args, u, x, L, H, g, r, step, xn, rn, max_iter, center, reach)):
-            return -2  # no minimiser (separated data), or none the solve reaches
+        failed = math.isnan(_solve(gradient, hessian, args, u, x, L, H, g, r, step, xn, rn, max_iter, center, reach))
         s = 0.0
         for i in range(d):
             s += abs(x[i] - center[i])
-        if not (gauss or s <= B):
-            return -2  # the minimiser outside Theta
-        for i in range(d):  # the root of gradient = 0 (the data's minimiser) inside Theta
-            x0[i] = x[i]
-            for k in range(d):
-                L0[i, k] = L[i, k]
+        if (failed and s > reach) or (not failed and not (gauss or s <= B)):
+            return -2  # the solve ran off (no minimiser: separated data) or the minimiser is outside Theta
+        if not failed:  # the root of gradient = 0 (the data's minimiser) inside Theta
+            for i in range(d):
+                x0[i] = x[i]
+                for k in range(d):
+                    L0[i, k] = L[i, k]
     uc = np.empty(d)  # scratch of the check of C at a base-measure draw
     xc = np.empty(d)
     Lc = np.empty((d, d))
@@ -523,177 +274,3 @@ def gradient_map_chain(gradient, hessian, rng, args, a, code, center, B, base_sc
         steps_out[ch] = made
     return status
 
-
-# ------------------------------------------------------------ the surrogate map
-
-#: the surrogate map's proposal rate, as a fraction of the target's: a wider proposal, so
-#: that the target-to-proposal ratio stays bounded where the gradient departs from its
-#: linearisation (piecewise-constant gradients jump by one row's term at a time)
-SURROGATE_TEMPER = 0.75
-#: chord steps on the exact gradient that move the proposal's centre from the surrogate's
-#: minimiser to where the exact gradient is near zero
-SURROGATE_REFINE = 5
-#: the share of proposals drawn from the base measure (uniform on ``Theta`` or the Gaussian
-#: base) by the surrogate map, and by the gradient map of a KNG whose Hessian varies: they
-#: bound the target-to-proposal ratio where the map's proposal has little mass (a target
-#: much wider than the map's, a saturating or low-rank gradient)
-BASE_SHARE = 0.2
-
-
-@jit
-def surrogate_map_chain(gradient, s_gradient, s_hessian, rng, args, sargs, a, code, center, B, base_scale, proposals,
-                        max_iter, out, acc_out, steps_out, route_out, u_out, lo_out, fit_out):
-    """Independence-Metropolis steps for KNG whose gradient is not smooth, proposing through a
-    smooth surrogate's gradient map frozen at its minimiser, from the states in ``out``.
-
-    The target is KNG's ``f(theta) ∝ exp(-a ||gradient(theta)||_K) base(theta)`` with the
-    exact (e.g. piecewise-constant) ``gradient(theta, args, g)``.  A smooth, strictly convex
-    surrogate of the loss (``s_gradient(theta, sargs, g)``, ``s_hessian(theta, sargs, H)``)
-    gives, once per call (deterministic, no random numbers):
-
-    1. ``theta_s``: the surrogate's minimiser, by the Newton solve of ``s_gradient = 0`` started
-       at the data-independent ``center``; ``M``: the surrogate Hessian there;
-    2. ``theta_c``: :data:`SURROGATE_REFINE` chord steps ``theta <- theta - M^-1 gradient(theta)``
-       on the exact gradient from ``theta_s`` (the surrogate's minimiser is off the exact
-       gradient's zero by its smoothing bias, which at large ``n`` exceeds the target's spread).
-
-    Near ``theta_c`` the exact gradient is ``M (theta - theta_c)`` up to the jumps of a few
-    rows, so the law of ``u = M (theta - theta_c)`` is close to K-norm noise of rate ``a``.
-    The proposal law ``q`` is a mixture: with probability :data:`BASE_SHARE` a draw of the
-    base measure ``pi_0`` (uniform on ``Theta``, or the Gaussian base), otherwise
-    ``theta' = theta_c + M^-1 u`` with ``u`` drawn exactly as K-norm noise of rate
-    ``a' = SURROGATE_TEMPER a`` (a little wider than the target), of density
-    ``det M a'^d / (d! vol K) exp(-a' ||M (theta' - theta_c)||_K)``.  A proposal is accepted
-    with probability ``min(1, w(theta') / w(theta))``, ``w = f / q``::
-
-        log w(theta) = log base(theta) - a ||gradient(theta)||_K - log q(theta),
-
-    and rejected outside ``Theta``.  This is independence Metropolis with a fixed proposal,
-    so it leaves ``f`` invariant whatever ``theta_c`` and ``M`` are (they only set the
-    acceptance rate; both depend on the data, as the gradient map's Newton solves do).  The
-    base component keeps ``w`` small wherever the surrogate's proposal has no mass, so a
-    state far from the mode is left at the first proposal near it.
-
-    Each row of ``out`` (in ``Theta``; the end of a random-walk Metropolis chain in
-    :class:`~kngflow.mechanisms.generic.GenericKNG`) is the start of one chain and is
-    replaced by its state after ``proposals`` proposals; the schedule is data independent.
-    Cost: ``O(n d^2)`` per surrogate Newton iteration once per call, then one exact gradient
-    (``O(n d)``) per proposal; the chains share the fit.
-
-    Returns 0, or -1 (``out`` unchanged) when the surrogate's Hessian at ``center`` or its
-    Newton solve fails.  ``acc_out[ch]``: the fraction of proposals accepted;
-    ``steps_out[ch]``: ``proposals``.  For the rounding bound of a hardened release (not
-    private, like every diagnostic): ``route_out[ch]`` says where the final state came from
-    (0: the start, 1: the map, 2: the base measure), ``u_out[ch]`` the noise ``u`` a map
-    state was computed from (``theta = theta_c + M^-1 u``), and ``fit_out`` holds ``L``, the
-    Cholesky factor of ``M``, in its first ``d`` columns and ``theta_c`` in the last.
-    """
-    d = center.shape[0]
-    gauss = base_scale > 0.0
-    inv2s2 = 0.5 / (base_scale * base_scale) if gauss else 0.0
-    u = np.zeros(d)
-    xc = np.empty(d)
-    L = np.empty((d, d))
-    H = np.empty((d, d))
-    g = np.empty(d)
-    r = np.empty(d)
-    step = np.empty(d)
-    xn = np.empty(d)
-    rn = np.empty(d)
-    for i in range(d):
-        xc[i] = center[i]
-    s_hessian(xc, sargs, H)
-    if math.isnan(cholesky_logdet(H, L)):
-        return -1
-    logdet = _solve(s_gradient, s_hessian, sargs, u, xc, L, H, g, r, step, xn, rn, max_iter, center, math.inf)
-    if math.isnan(logdet):
-        return -1
-    for _ in range(SURROGATE_REFINE):  # L is the factor of M (the Hessian at the minimiser)
-        gradient(xc, args, g)
-        _chol_solve(L, g, step)
-        if not math.isfinite(_inf_norm(step)):
-            return -1
-        for i in range(d):
-            xc[i] += step[i]
-    for i in range(d):
-        for k in range(d):
-            fit_out[i, k] = L[i, k]
-        fit_out[i, d] = xc[i]
-    ap = SURROGATE_TEMPER * a
-    log_map = math.log(1.0 - BASE_SHARE) + logdet + _log_knorm_normaliser(code, d, ap)
-    log_base = math.log(BASE_SHARE) + _log_base_normaliser(d, B, base_scale)
-    theta = np.empty(d)
-    prop = np.empty(d)
-    plo = np.zeros(d)
-    minus_u = np.empty(d)
-    dl = np.empty(d)
-    for ch in range(out.shape[0]):
-        for i in range(d):
-            theta[i] = out[ch, i]
-        logw = -math.inf
-        accepted = 0
-        route = 0
-        for it in range(proposals + 1):  # it = 0: the start's weight
-            kind = 0
-            if it == 0:
-                for i in range(d):
-                    prop[i] = theta[i]
-            elif rng.random() < BASE_SHARE:
-                kind = 2
-                _draw_base_dd(rng, center, B, base_scale, prop, plo)
-            else:
-                kind = 1
-                _draw_u(rng, code, 1.0 / ap, u)
-                for i in range(d):
-                    minus_u[i] = -u[i]
-                _chol_solve(L, minus_u, prop)  # prop = M^-1 u
-                for i in range(d):
-                    prop[i] += xc[i]
-            s = 0.0
-            for i in range(d):
-                t = prop[i] - center[i]
-                s += t * t if gauss else abs(t)
-            if gauss:
-                logbase = -s * inv2s2
-                log_pi0 = log_base - s * inv2s2
-            elif not s <= B:
-                continue
-            else:
-                logbase = 0.0
-                log_pi0 = log_base
-            for i in range(d):  # u = M (prop - theta_c) = L (L' (prop - theta_c))
-                t = 0.0
-                for k in range(i, d):
-                    t += L[k, i] * (prop[k] - xc[k])
-                dl[i] = t
-            for i in range(d - 1, -1, -1):
-                t = 0.0
-                for k in range(i + 1):
-                    t += L[i, k] * dl[k]
-                u[i] = t
-            lq = log_map - ap * norm_by_code(u, code)
-            lq = max(lq, log_pi0) + math.log1p(math.exp(-abs(lq - log_pi0)))
-            gradient(prop, args, g)
-            logw_new = logbase - a * norm_by_code(g, code) - lq
-            if not math.isfinite(logw_new):
-                continue
-            if it > 0:
-                la = logw_new - logw
-                if la < 0.0 and not math.log(rng.random()) < la:
-                    continue
-                accepted += 1
-            logw = logw_new
-            for i in range(d):
-                theta[i] = prop[i]
-            route = kind
-            if kind == 1:
-                for i in range(d):
-                    u_out[ch, i] = -minus_u[i]
-            elif kind == 2:
-                for i in range(d):
-                    lo_out[ch, i] = plo[i]
-        out[ch, :] = theta
-        acc_out[ch] = accepted / proposals
-        steps_out[ch] = proposals
-        route_out[ch] = route
-    return 0

@@ -16,8 +16,9 @@ from kngflow.audit.blackbox import _Sampler
 from kngflow.audit.calibration import Ball, Ball8, Disc, LaplaceMean
 from kngflow.audit.runner import releases
 from kngflow.audit import search as search_module
-from kngflow.audit.search import (REFINE_TOP, best_predicted, clean, domain, extreme_pairs, record_classes,
-                                   score_matrix, search_contexts, search_pair, separations)
+from kngflow.audit.events import best_predicted, clean
+from kngflow.audit.search import (REFINE_TOP, domain, extreme_pairs, record_classes, score_matrix, search_contexts,
+                                   search_pair, separations)
 
 LEVEL = 1e-5 / 8
 

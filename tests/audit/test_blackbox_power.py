@@ -10,7 +10,7 @@ at half of it).
 import numpy as np
 
 from kngflow.audit import audit_callable, blackbox_audit, parse_pair
-from kngflow.audit.search import predicted_bound, select_events, statistics
+from kngflow.audit.events import predicted_bound, select_events, statistics
 from kngflow.mechanisms import Mechanism
 from kngflow.api import get_mechanism
 from kngflow.mechanisms.base import Release

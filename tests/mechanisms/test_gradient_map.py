@@ -21,10 +21,11 @@ import pytest
 from scipy import stats
 
 from kngflow.kernels import SAMPLER_CODES
-from kngflow.kernels.gradient_map import BASE_SHARE, cholesky_logdet
+from kngflow.kernels.map_proposals import BASE_SHARE
+from kngflow.kernels.newton import cholesky_logdet
 from kngflow.api import get_mechanism
 from kngflow.mechanisms.draws import DrawInfo
-from kngflow.mechanisms.generic import gradient_map_draws
+from kngflow.mechanisms.map_draws import gradient_map_draws
 from kngflow.models.geomedian.mechanisms import geomedian_hessian
 from kngflow.models.geomedian.problem import geomedian_gradient
 from kngflow.models.logistic.problem import logistic_gradient

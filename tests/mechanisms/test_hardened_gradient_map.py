@@ -4,7 +4,7 @@ The hardened release proposes through the gradient map frozen at the loss's mini
 (the surrogate-map chain with the loss as its own surrogate), accepted on the exact KNG
 density; its final state is certified in double-double (a map state's two triangular
 solves, kngflow.kernels.certified.chol_solve_dd; a base-measure draw's low part,
-kngflow.kernels.gradient_map._draw_base_dd) and snapped on a grid that follows the
+kngflow.kernels.map_proposals._draw_base_dd) and snapped on a grid that follows the
 release's public spread.  Checked: both certificates against exact rational arithmetic
 (with an error planted), grid points and the guarantee, the fallback, and the law against
 the unhardened gradient map (KS, with a 2-epsilon control).  The law at n = 10, 20, 50
@@ -22,7 +22,7 @@ from scipy import stats as sps
 
 from kngflow.api import get_mechanism, get_problem
 from kngflow.kernels.certified import chol_solve_dd, inverse_norm_bound
-from kngflow.kernels.gradient_map import _draw_base, _draw_base_dd
+from kngflow.kernels.map_proposals import _draw_base, _draw_base_dd
 
 PROBLEM = get_problem("logistic")
 U = 2.0**-53

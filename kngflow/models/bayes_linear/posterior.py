@@ -87,7 +87,7 @@ import numpy as np
 from scipy.special import gammaln, stdtr, stdtrit
 
 from kngflow._jit import jit
-from kngflow.kernels.gradient_map import cholesky_logdet
+from kngflow.kernels.newton import cholesky_logdet
 from kngflow.models.bayes_linear.problem import augmented, t_layout
 
 __all__ = ["nig_posterior", "student_summary", "project_statistics", "noise_aware_draws", "mixture_summary",

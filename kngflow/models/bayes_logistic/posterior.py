@@ -79,6 +79,7 @@ import numpy as np
 
 from kngflow._jit import jit
 from kngflow.kernels.dd import UNIT, affine_dd
+from kngflow.problems.linear_terms import add_outer_lower, mirror_lower, row_dot
 
 __all__ = ["Envelope", "potential", "potential_terms", "curvature_floor", "mode", "envelope", "rejection",
            "envelope_weights", "energy", "ENVELOPE_MARGIN", "log_density"]
@@ -104,10 +105,7 @@ def potential(theta, X, y, t, inv_s2):
         q += theta[j] * theta[j]
     s = 0.0
     for i in range(n):
-        z = 0.0
-        for j in range(m):
-            z += X[i, j] * theta[j]
-        s += _rho(y[i] * z)
+        s += _rho(y[i] * row_dot(X, i, theta))
     return 0.5 * inv_s2 * q + t * s
 
 
@@ -124,22 +122,15 @@ def potential_terms(theta, X, y, t, inv_s2, g, H):
         q += theta[j] * theta[j]
     s = 0.0
     for i in range(n):
-        z = 0.0
-        for j in range(m):
-            z += X[i, j] * theta[j]
-        yz = y[i] * z
+        yz = y[i] * row_dot(X, i, theta)
         s += _rho(yz)
         e = math.exp(-abs(yz))
         w = t * e / ((1.0 + e) * (1.0 + e))  # t sigma'(z)
         r = (1.0 / (1.0 + e) if yz < 0.0 else e / (1.0 + e)) * t * y[i]  # t y sigma(-y z)
         for a in range(m):
             g[a] -= r * X[i, a]
-            wa = w * X[i, a]
-            for b in range(a + 1):
-                H[a, b] += wa * X[i, b]
-    for a in range(m):
-        for b in range(a):
-            H[b, a] = H[a, b]
+        add_outer_lower(H, X, i, w)
+    mirror_lower(H)
     return 0.5 * inv_s2 * q + t * s
 
 
@@ -151,18 +142,9 @@ def curvature_floor(X, t, inv_s2, R, A):
         for b in range(m):
             A[a, b] = inv_s2 if a == b else 0.0
     for i in range(n):
-        q = 0.0
-        for j in range(m):
-            q += X[i, j] * X[i, j]
-        e = math.exp(-math.sqrt(q) * R)
-        w = t * e / ((1.0 + e) * (1.0 + e))
-        for a in range(m):
-            wa = w * X[i, a]
-            for b in range(a + 1):
-                A[a, b] += wa * X[i, b]
-    for a in range(m):
-        for b in range(a):
-            A[b, a] = A[a, b]
+        e = math.exp(-math.sqrt(row_dot(X, i, X[i])) * R)
+        add_outer_lower(A, X, i, t * e / ((1.0 + e) * (1.0 + e)))
+    mirror_lower(A)
 
 
 def mode(X, y, t: float, inv_s2: float, *, tol: float = 1e-15, max_iter: int = 100) -> tuple[np.ndarray, int]:

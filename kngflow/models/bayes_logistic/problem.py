@@ -23,9 +23,9 @@ Awan & Slavković's Algorithm 3 design scaled into the record domain, as the log
 model simulates it: ``u ~ U[-1, 1]^m``, ``x = (r / c) u`` with ``c = sup{||u||_D : u in
 [-1, 1]^m}`` (``sqrt(m)`` for the ℓ2 ball: uniform on the largest cube inside it),
 ``U_i ~ U[0, 1]``, ``y_i = +1`` if ``U_i < sigma(x_i' beta)`` else ``-1``.  ``beta`` (the
-study's ``theta_star``) must lie inside ``Theta``.  The model is written here rather than
-imported from :mod:`kngflow.models.logistic` because a model package imports no other
-model (``tests/test_import_rules.py``).
+study's ``theta_star``) must lie inside ``Theta``.  The draws are those of
+:mod:`kngflow.problems.logistic_law`, the law the logistic model simulates as well (a model
+package imports no other model: ``tests/test_import_rules.py``).
 
 The log-likelihood's range (the privacy constant)
 -------------------------------------------------
@@ -62,7 +62,10 @@ from typing import NamedTuple
 import numpy as np
 
 from kngflow.problems.base import SimulatedProblem, check_finite_positive, check_vector
-from kngflow.problems.domains import RecordDomain, domain_covariates, norm_factor, record_domain
+from kngflow.problems.declared import BETA_DIMENSION, DECLARED_DOMAIN, TRUE_BETA
+from kngflow.problems.domains import RecordDomain, record_domain
+from kngflow.problems.logistic_law import box_design, logistic_labels
+from kngflow.problems.records import check_design, design_matrix, labelled_records, require_declared
 from kngflow.problems.rows import D_COLUMNS, N_ROWS
 
 __all__ = ["BayesLogisticData", "BayesLogisticProblem", "bayes_logistic_data", "check_bayes_logistic_data",
@@ -96,18 +99,14 @@ class BayesLogisticData(NamedTuple):
     radius: float = 1.0
     data_norm: str = "l2"
 
-    @property
-    def domain(self) -> RecordDomain:
-        """The declared record domain (public)."""
-        return RecordDomain(self.data_norm, self.radius)
+    domain = DECLARED_DOMAIN
+    n = N_ROWS
+    d = D_COLUMNS
 
     @property
     def score_range(self) -> float:
         """``B = R R_2`` (:func:`score_range`)."""
         return score_range(self.bound, self.domain, self.d)
-
-    n = N_ROWS
-    d = D_COLUMNS
 
 
 def _labels(y, n: int, name: str = "y") -> np.ndarray:
@@ -131,10 +130,7 @@ def bayes_logistic_data(X, y, *, bound=DEFAULT_BOUND, prior_scale=DEFAULT_PRIOR_
 
     Raises ValueError naming ``X``, ``y``, ``bound``, ``prior_scale``, ``data_norm`` or ``radius``."""
     domain = record_domain(data_norm, radius)
-    X = np.asarray(X)
-    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"X must be a non-empty 2-D array (n, m), got shape {X.shape}")
-    X = np.ascontiguousarray(X, dtype=np.float64)
+    X = design_matrix(X)
     domain.require(X)
     return BayesLogisticData(X, _labels(y, X.shape[0]), check_finite_positive("bound", bound),
                              check_finite_positive("prior_scale", prior_scale), domain.radius, domain.data_norm)
@@ -147,20 +143,13 @@ def check_bayes_logistic_data(data) -> BayesLogisticData:
         raise TypeError("data must be a kngflow.models.bayes_logistic.problem.BayesLogisticData, "
                         f"got {type(data).__name__} (bayes_logistic_data(X, y) builds one)")
     X, y = data.X, data.y
-    if not (isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype == np.float64 and X.flags.c_contiguous):
-        raise ValueError("data.X must be a C-contiguous 2-D float64 array")
-    if X.shape[0] == 0:
-        raise ValueError("data must hold at least one record")
+    check_design(X)
     if not (isinstance(y, np.ndarray) and y.shape == (X.shape[0],) and y.dtype == np.float64
             and y.flags.c_contiguous and np.all((y == 1.0) | (y == -1.0))):
         raise ValueError(f"data.y must be a contiguous float64 array of length n={X.shape[0]} in {{-1, +1}}")
     check_finite_positive("data.bound", data.bound)
     check_finite_positive("data.prior_scale", data.prior_scale)
-    try:
-        domain = record_domain(data.data_norm, data.radius)
-    except ValueError as exc:
-        raise ValueError(f"data.{exc}") from None
-    domain.require(X, "data.X")
+    require_declared(data, X)
     return data
 
 
@@ -198,18 +187,9 @@ class BayesLogisticProblem(SimulatedProblem):
                 f"data_norm={self.data_norm!r}, radius={self.radius:g})")
 
     # -- the contract ---------------------------------------------------------------------
-    @property
-    def d(self) -> int:
-        return len(self.beta)
-
-    @property
-    def theta_star(self) -> np.ndarray:
-        return np.array(self.beta)
-
-    @property
-    def domain(self) -> RecordDomain:
-        """The declared record domain ``{||x||_data_norm <= radius}``."""
-        return RecordDomain(self.data_norm, self.radius)
+    d = BETA_DIMENSION
+    theta_star = TRUE_BETA
+    domain = DECLARED_DOMAIN
 
     @property
     def score_range(self) -> float:
@@ -236,12 +216,8 @@ class BayesLogisticProblem(SimulatedProblem):
     def simulate(self, n: int, rng: np.random.Generator) -> BayesLogisticData:
         """One data set (module docstring): ``X`` (n, m) and ``y`` (n,) in ``{-1, +1}``."""
         self.check_n(n)
-        X = rng.random((n, self.d))
-        X *= 2.0
-        X -= 1.0
-        X *= self.radius / norm_factor("linf", self.data_norm, self.d)
-        u = rng.random(n)
-        y = np.where(u < 1.0 / (1.0 + np.exp(-(X @ self.theta_star))), 1.0, -1.0)
+        X = box_design(rng, n, self.d, self.domain)
+        y = np.where(logistic_labels(rng, X, self.theta_star), 1.0, -1.0)
         return BayesLogisticData(X, y, self.bound, self.prior_scale, self.radius, self.data_norm)
 
     def error_measures(self, estimate, posterior_mean=None) -> dict:
@@ -258,10 +234,7 @@ class BayesLogisticProblem(SimulatedProblem):
         :func:`~kngflow.problems.domains.domain_covariates`: ``boundary`` on the sphere
         (where ``||x||_2 = R_2`` and one record's log-likelihood range ``B`` is reached),
         ``fill`` the centre and half-way points."""
-        xb, xf = domain_covariates(self.domain, self.d)
-        boundary = np.array([[*x, y] for x in xb for y in (-1.0, 1.0)])
-        fill = np.array([[*x, y] for x in xf for y in (-1.0, 1.0)])
-        return boundary, fill
+        return labelled_records(self.domain, self.d, (-1.0, 1.0))
 
     def audit_data(self, records: np.ndarray) -> BayesLogisticData:
         """Mechanism input for a data set given as records ``(k, m + 1)``."""

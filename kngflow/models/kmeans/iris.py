@@ -30,6 +30,7 @@ from kngflow.models.kmeans.lloyd import best_of, canonical_centres
 from kngflow.models.kmeans.problem import (ERROR_MEASURES, REFERENCE_INITS, REFERENCE_ITERATIONS, KMeansData,
                                            KMeansProblem, kmeans_data, matched_distance, nicv)
 from kngflow.problems.base import Problem
+from kngflow.problems.declared import STACKED_COEFFICIENTS
 
 __all__ = ["IRIS_MM", "N_ROWS", "FEATURES", "iris_records", "IrisKMeansProblem"]
 
@@ -125,9 +126,7 @@ class IrisKMeansProblem(Problem):
             _CACHE[key] = (C, nicv(C, x))
         return _CACHE[key]
 
-    @property
-    def d(self) -> int:
-        return self.k * self.d_data
+    d = STACKED_COEFFICIENTS
 
     @property
     def theta_star(self) -> np.ndarray:

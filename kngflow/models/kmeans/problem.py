@@ -58,6 +58,8 @@ import numpy as np
 
 from kngflow.models.kmeans.lloyd import best_of, canonical_centres, cost
 from kngflow.problems.base import SimulatedProblem, check_dimension, check_finite_positive
+from kngflow.problems.declared import STACKED_COEFFICIENTS
+from kngflow.problems.records import to_unit_ball
 
 __all__ = ["KMeansData", "KMeansProblem", "kmeans_data", "check_kmeans_data", "matched_distance", "nicv",
            "ERROR_MEASURES", "REFERENCE"]
@@ -110,18 +112,10 @@ def kmeans_data(x, k: int = 3, bound: float = 1.0) -> KMeansData:
     not clipped silently); the released centres are then those of the rescaled records:
     multiply them by ``bound``.
     """
-    bound = check_finite_positive("bound", bound)
-    x = np.asarray(x, dtype=np.float64)
-    if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
-        raise ValueError(f"x must be a non-empty 2-D array (n, d), got shape {x.shape}")
-    if not np.isfinite(x).all():
-        raise ValueError("x must be finite (no NaN or inf)")
-    worst = float(np.sqrt((x * x).sum(axis=1)).max())
-    if worst > bound * (1 + 1e-12):
-        raise ValueError(f"x: every record must satisfy ||x_i||_2 <= bound = {bound}; largest is {worst}")
+    x = to_unit_ball(x, bound)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k must be an integer >= 1, got {k!r}")
-    return KMeansData(np.ascontiguousarray(x / bound), int(k))
+    return KMeansData(np.ascontiguousarray(x), int(k))
 
 
 def nicv(centres: np.ndarray, x: np.ndarray) -> float:
@@ -191,10 +185,8 @@ class KMeansProblem(SimulatedProblem):
         return mu
 
     # -- the contract ---------------------------------------------------------------------
-    @property
-    def d(self) -> int:
-        """The number of stored coefficients: ``k * d``."""
-        return self.k * self.d_data
+    #: the number of stored coefficients: ``k * d``
+    d = STACKED_COEFFICIENTS
 
     @property
     def means(self) -> np.ndarray:

@@ -31,7 +31,7 @@ from kngflow.mechanisms.base import (SAMPLER_DIAGNOSTICS, Mechanism, Release, ch
                                      check_positive, check_rng)
 from kngflow.mechanisms.claims import Density
 from kngflow.mechanisms.draws import DrawInfo
-from kngflow.mechanisms.generic import GRADIENT_MAP_PROPOSALS, gradient_map_draws
+from kngflow.mechanisms.map_draws import GRADIENT_MAP_PROPOSALS, gradient_map_draws
 from kngflow.mechanisms.hardening import Hardening, HardeningError, coupling_hardening, dyadic_lattice, snap
 from kngflow.models.linear.certified import (ETA_BITS, NO_FACTOR, REFINE_STEPS, TV_PER_TRY, certified_factors,
                                              snap_rounding, two_sum_arrays)
@@ -383,7 +383,7 @@ class KNG(_Sampled):
         draws (not when ``G`` is singular or ill conditioned: they need ``G^{-1}``) and
         falls back to exact Gibbs (ℓ1, ℓ∞) or Metropolis (ℓ2), which target the same law.
         "gradient_map" (opt in) runs the generic gradient-map sampler
-        (:func:`~kngflow.mechanisms.generic.gradient_map_draws`) on ``G theta - c`` and
+        (:func:`~kngflow.mechanisms.map_draws.gradient_map_draws`) on ``G theta - c`` and
         its constant Hessian ``G``: every proposal inside ``Theta`` is accepted, so the
         release (the last of ``proposals`` proposals inside ``Theta``, continuing up to
         ``max_tries`` until one falls inside) has the exact sampler's law.

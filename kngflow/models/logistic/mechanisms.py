@@ -33,7 +33,8 @@ from kngflow.mechanisms.claims import Density
 from kngflow.mechanisms.generic import NORMS, GenericKNG, NonPrivateBase
 from kngflow.mechanisms.erm import certified_ridge_minimiser
 from kngflow.mechanisms.hardening import Hardening, knorm_lipschitz, lipschitz_hardening, snap
-from kngflow.problems.domains import RecordDomain, record_domain
+from kngflow.problems.domains import RecordDomain
+from kngflow.problems.records import check_record_arrays, require_declared
 
 __all__ = ["NonPrivate", "KNG", "ExtendedObjectivePerturbation", "ObjectivePerturbation", "check_logistic_data",
            "perturbed_log_density", "objective_hardening", "certified_minimiser", "OBJECTIVE_BOUND"]
@@ -106,26 +107,13 @@ _ORD = {"l1": 1, "l2": 2, "linf": np.inf}
 def check_logistic_data(data) -> LogisticData:
     """Validate :class:`LogisticData`: shapes, rows of ``X`` in the declared record domain
     (default ``|x_ij| <= 1``), ``y`` in ``{0, 1}``."""
-    if not isinstance(data, LogisticData):
-        raise TypeError(f"data must be a kngflow.models.logistic.problem.LogisticData, got {type(data).__name__}")
-    X, y = data.X, data.y
-    if not (isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype == np.float64 and X.flags.c_contiguous):
-        raise ValueError("data.X must be a C-contiguous 2-D float64 array")
-    if X.shape[0] == 0:
-        raise ValueError("data must hold at least one record")
-    if not (isinstance(y, np.ndarray) and y.shape == (X.shape[0],) and y.dtype == np.float64):
-        raise ValueError(f"data.y must be a float64 array of length n={X.shape[0]}")
-    domain = data.domain
-    if domain == BOX:
+    X, y = check_record_arrays(data, LogisticData)
+    if data.domain == BOX:
         # min/max allocate nothing (np.abs(X) would copy the data) and propagate NaN
         if not (X.min() >= -1.0 and X.max() <= 1.0 and np.all((y == 0.0) | (y == 1.0))):
             raise ValueError("data.X must be finite and in [-1, 1], data.y in {0, 1}")
         return data
-    try:
-        domain = record_domain(domain.data_norm, domain.radius)
-    except ValueError as exc:
-        raise ValueError(f"data.{exc}") from None
-    domain.require(X, "data.X")
+    require_declared(data, X)
     if not np.all((y == 0.0) | (y == 1.0)):
         raise ValueError("data.y must hold only 0 and 1")
     return data

@@ -55,9 +55,14 @@ from typing import NamedTuple
 import numpy as np
 
 from kngflow._jit import jit
-from kngflow.kernels.dd import EXP_DD_REL, UNIT, dd_add, dd_add_dd, dd_div, exp_dd, two_prod
+from kngflow.kernels.dd import EXP_DD_REL, UNIT, dd_add_dd, dd_div, exp_dd
 from kngflow.problems.base import SimulatedProblem, check_vector
-from kngflow.problems.domains import NORMS, RecordDomain, domain_covariates, norm_factor, record_domain
+from kngflow.problems.declared import BETA_DIMENSION, DECLARED_DOMAIN, TRUE_BETA
+from kngflow.problems.domains import NORMS, RecordDomain, record_domain
+from kngflow.problems.linear_terms import (add_outer_lower, add_row_dd, largest, mirror_lower, row_dot, row_dot_dd,
+                                           start_dd_sum, zero_matrix)
+from kngflow.problems.logistic_law import BOX, box_design, logistic_labels
+from kngflow.problems.records import design_matrix, labelled_records
 from kngflow.problems.rows import D_COLUMNS, N_ROWS
 
 __all__ = [
@@ -82,10 +87,6 @@ __all__ = [
 PAPER_BETA = (0.0, -1.0, -0.5, -0.25, 0.0, 0.75, 1.5)
 
 
-#: the default record domain: the box ``[-1, 1]^m`` of Algorithm 3
-BOX = RecordDomain("linf", 1.0)
-
-
 class LogisticData(NamedTuple):
     """``X`` (n, m) C-contiguous float64 with rows in the declared ball ``{||x||_data_norm <=
     radius}`` (default the box ``[-1, 1]^m``); ``y`` (n,) float64 in ``{0, 1}``."""
@@ -95,11 +96,7 @@ class LogisticData(NamedTuple):
     radius: float = 1.0
     data_norm: str = "linf"
 
-    @property
-    def domain(self) -> RecordDomain:
-        """The declared record domain (public)."""
-        return RecordDomain(self.data_norm, self.radius)
-
+    domain = DECLARED_DOMAIN
     n = N_ROWS
     d = D_COLUMNS
 
@@ -110,10 +107,7 @@ def logistic_data(X, y, *, radius=1.0, data_norm="linf") -> LogisticData:
 
     Raises ValueError naming ``X``, ``y``, ``data_norm`` or ``radius``."""
     domain = record_domain(data_norm, radius)
-    X = np.asarray(X)
-    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"X must be a non-empty 2-D array (n, m), got shape {X.shape}")
-    X = np.ascontiguousarray(X, dtype=np.float64)
+    X = design_matrix(X)
     if domain == BOX:
         if not (X.min() >= -1.0 and X.max() <= 1.0):  # NaN fails both; no copy of X
             raise ValueError("X must be finite and in [-1, 1] (rescale the covariates with public bounds)")
@@ -157,10 +151,7 @@ def logistic_gradient(beta, args, g):
     for j in range(m):
         g[j] = 0.0
     for i in range(n):
-        t = 0.0
-        for j in range(m):
-            t += X[i, j] * beta[j]
-        w = 1.0 / (1.0 + math.exp(-t)) - y[i]
+        w = 1.0 / (1.0 + math.exp(-row_dot(X, i, beta))) - y[i]
         for j in range(m):
             g[j] += w * X[i, j]
 
@@ -168,23 +159,11 @@ def logistic_gradient(beta, args, g):
 @jit
 def logistic_hessian(beta, X, H):
     """``H = sum_i sigma_i (1 - sigma_i) x_i x_i'`` in ``O(n m^2)``, no ``n x m`` temporary."""
-    n, m = X.shape
-    for a in range(m):
-        for b in range(m):
-            H[a, b] = 0.0
-    for i in range(n):
-        t = 0.0
-        for j in range(m):
-            t += X[i, j] * beta[j]
-        p = 1.0 / (1.0 + math.exp(-t))
-        w = p * (1.0 - p)
-        for a in range(m):
-            wa = w * X[i, a]
-            for b in range(a + 1):
-                H[a, b] += wa * X[i, b]
-    for a in range(m):
-        for b in range(a):
-            H[b, a] = H[a, b]
+    zero_matrix(H)
+    for i in range(X.shape[0]):
+        p = 1.0 / (1.0 + math.exp(-row_dot(X, i, beta)))
+        add_outer_lower(H, X, i, p * (1.0 - p))
+    mirror_lower(H)
 
 
 @jit
@@ -202,25 +181,10 @@ def logistic_gradient_dd(hi, lo, X, y, gh, gl):
     plus one rounded one (``u |w_lo x_ij|``), and each double-double addition to the running
     sum ``S`` errs by at most ``2 u^2 |S|``, which is accumulated as it goes.
     """
-    n, m = X.shape
-    err = np.zeros(m)
-    for j in range(m):
-        gh[j] = 0.0
-        gl[j] = 0.0
+    err = start_dd_sum(gh, gl)
     tiny = 2.0**-1074
-    for i in range(n):
-        th, tl = 0.0, 0.0
-        small = 0.0
-        size = 0.0
-        for j in range(m):
-            p, e = two_prod(X[i, j], hi[j])
-            th, tl = dd_add(th, tl, p)
-            th, tl = dd_add(th, tl, e)
-            q = X[i, j] * lo[j]
-            th, tl = dd_add(th, tl, q)
-            small += abs(q)
-            size += abs(X[i, j]) * (abs(hi[j]) + abs(lo[j]))
-        dt = 2.0 * UNIT * small + 8.0 * (m + 2) * UNIT * UNIT * size
+    for i in range(X.shape[0]):
+        th, tl, dt = row_dot_dd(X, i, hi, lo)
         if th >= 0.0:
             eh, el = exp_dd(-th, -tl)
         else:
@@ -233,31 +197,17 @@ def logistic_gradient_dd(hi, lo, X, y, gh, gl):
             wh, wl = dd_div(1.0, 0.0, dh, dl)  # t >= 0, y = 0: 1/(1+e); t < 0, y = 1: -1/(1+e)
         if y[i] == 1.0:
             wh, wl = -wh, -wl
-        dw = EXP_DD_REL + 12.0 * UNIT * UNIT + 0.25 * dt + tiny
-        for j in range(m):
-            p, e = two_prod(wh, X[i, j])
-            r = wl * X[i, j]
-            a, b = dd_add(gh[j], gl[j], p)
-            a, b = dd_add(a, b, e + r)
-            gh[j] = a
-            gl[j] = b
-            err[j] += abs(X[i, j]) * dw + 2.0 * UNIT * abs(r) + 2.0 * UNIT * UNIT * (2.0 * abs(a) + abs(p))
-    out = 0.0
-    for j in range(m):
-        out = max(out, err[j])
-    return out
+        add_row_dd(gh, gl, err, X, i, wh, wl, EXP_DD_REL + 12.0 * UNIT * UNIT + 0.25 * dt + tiny)
+    return largest(err)
 
 
 @jit
 def logistic_loss(beta, args):
     """``sum_i log(1 + exp(x_i' beta)) - y_i x_i' beta`` in ``O(n m)``; ``args = (X, y)``."""
     X, y = args
-    n, m = X.shape
     s = 0.0
-    for i in range(n):
-        t = 0.0
-        for j in range(m):
-            t += X[i, j] * beta[j]
+    for i in range(X.shape[0]):
+        t = row_dot(X, i, beta)
         s += _log1pexp(t) - y[i] * t
     return s
 
@@ -437,18 +387,9 @@ class LogisticProblem(SimulatedProblem):
             raise ValueError(f"beta must be a non-empty list of finite numbers, got {self.beta!r}")
         object.__setattr__(self, "beta", check_vector("beta", list(beta), n))
 
-    @property
-    def d(self) -> int:
-        return len(self.beta)
-
-    @property
-    def theta_star(self) -> np.ndarray:
-        return np.array(self.beta)
-
-    @property
-    def domain(self) -> RecordDomain:
-        """The declared record domain ``{||x||_data_norm <= radius}``."""
-        return RecordDomain(self.data_norm, self.radius)
+    d = BETA_DIMENSION
+    theta_star = TRUE_BETA
+    domain = DECLARED_DOMAIN
 
     @property
     def caveats(self) -> str:
@@ -496,13 +437,8 @@ class LogisticProblem(SimulatedProblem):
         self.check_n(n)
         if self.dataset is not None:
             return dataset_data(self.dataset)
-        X = rng.random((n, self.d))
-        X *= 2.0
-        X -= 1.0
-        if self.domain != BOX:  # the box draw scaled onto the largest cube inside the ball
-            X *= self.radius / norm_factor("linf", self.data_norm, self.d)
-        u = rng.random(n)
-        y = (u < 1.0 / (1.0 + np.exp(-(X @ self.theta_star)))).astype(np.float64)
+        X = box_design(rng, n, self.d, self.domain)  # the box draw scaled onto the largest cube inside the ball
+        y = logistic_labels(rng, X, self.theta_star).astype(np.float64)
         return LogisticData(X, y, self.radius, self.data_norm)
 
     def audit_records(self) -> tuple[np.ndarray, np.ndarray]:
@@ -518,10 +454,7 @@ class LogisticProblem(SimulatedProblem):
         for ``m = 3``).  ℓ1 ball: its vertices ``±r e_j`` and face centres ``r s / m``; the
         same ``fill``.
         """
-        xb, xf = domain_covariates(self.domain, self.d)
-        boundary = np.array([[*x, y] for x in xb for y in (0.0, 1.0)])
-        fill = np.array([[*x, y] for x in xf for y in (0.0, 1.0)])
-        return boundary, fill
+        return labelled_records(self.domain, self.d, (0.0, 1.0))
 
     def audit_data(self, records: np.ndarray) -> LogisticData:
         """Mechanism input for a data set given as records ``(k, m + 1)``."""

@@ -21,8 +21,10 @@ from kngflow.kernels.truncnorm import truncnorm
 from kngflow.mechanisms.base import SAMPLER_DIAGNOSTICS, Mechanism, Release, check_choice, check_epsilon, check_int, check_rng
 from kngflow.mechanisms.claims import Density
 from kngflow.mechanisms.draws import DrawInfo
-from kngflow.mechanisms.generic import GRADIENT_MAP_PROPOSALS, NonPrivateBase, gradient_map_draws, sampler_hardening
+from kngflow.mechanisms.generic import NonPrivateBase
+from kngflow.mechanisms.map_draws import GRADIENT_MAP_PROPOSALS, gradient_map_draws
 from kngflow.mechanisms.hardening import UNIT_ROUNDOFF, Hardening, knorm_lipschitz, lipschitz_hardening
+from kngflow.mechanisms.sampled import sampler_hardening
 
 __all__ = ["NonPrivate", "KNG", "Exponential", "check_mean_data"]
 
@@ -84,7 +86,7 @@ class KNG(Mechanism):
 
     Keyword-only options: ``norm`` in {"l1", "l2", "linf"}; ``location_family`` (bool);
     ``sampler`` in {"auto", "exact", "gradient_map"} ("auto" = "exact"): "gradient_map" (opt in) runs the generic
-    gradient-map sampler (:func:`~kngflow.mechanisms.generic.gradient_map_draws`) on the
+    gradient-map sampler (:func:`~kngflow.mechanisms.map_draws.gradient_map_draws`) on the
     gradient ``theta - xbar`` (KNG's over ``2n``) and its constant Hessian: every proposal
     is accepted and the release has the same law as the exact draw (``proposals``
     proposals, the last one released).
@@ -234,7 +236,7 @@ class Exponential(Mechanism):
 
     def hardening(self, data, epsilon) -> Hardening:
         """Coupling route on the data box ``[-r, r]^d``
-        (:func:`~kngflow.mechanisms.generic.sampler_hardening`: a truncated-normal draw is a
+        (:func:`~kngflow.mechanisms.sampled.sampler_hardening`: a truncated-normal draw is a
         few operations on values inside the ball)."""
         data = check_mean_data(data)
         return sampler_hardening("exact", 0, data.d, data.radius)

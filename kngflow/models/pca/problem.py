@@ -58,7 +58,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kngflow.problems.base import SimulatedProblem, check_dimension, check_finite_positive
+from kngflow.problems.base import SimulatedProblem, check_dimension
+from kngflow.problems.declared import STACKED_COEFFICIENTS
+from kngflow.problems.records import to_unit_ball
 
 __all__ = [
     "PCAData",
@@ -104,16 +106,7 @@ def rescale(x, bound) -> np.ndarray:
     measurements).  Raises ValueError naming ``x`` when a record exceeds it, rather than
     clipping silently.
     """
-    bound = check_finite_positive("bound", bound)
-    x = np.asarray(x, dtype=np.float64)
-    if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
-        raise ValueError(f"x must be a non-empty 2-D array (n, d), got shape {x.shape}")
-    if not np.isfinite(x).all():
-        raise ValueError("x must be finite (no NaN or inf)")
-    worst = float(np.sqrt((x * x).sum(axis=1)).max())
-    if worst > bound * (1 + 1e-12):
-        raise ValueError(f"x: every record must satisfy ||x_i||_2 <= bound = {bound}; largest is {worst}")
-    return x / bound
+    return to_unit_ball(x, bound)
 
 
 def second_moment(x: np.ndarray) -> np.ndarray:
@@ -249,6 +242,11 @@ class PCAProblem(_SubspaceDeclarations, SimulatedProblem):
     ----------
     d : int >= 2, the dimension; k : int in [1, d - 1], the subspace dimension.
     spikes : k floats > 1, decreasing (default ``(k + 1, k, ..., 2)``): the top variances over the rest's.
+    spike_shares : k floats, instead of ``spikes``: the top coordinates' shares ``a_j^2`` of the
+        total, the rest sharing what is left equally; ``spikes = shares * (d - k) / (1 - sum(shares))``.
+        Fixed shares keep the top eigenvalues (``share / 3``) and so the eigengap fixed as ``d``
+        grows (``spike_shares = [0.5]`` with ``k = 1`` is ``spikes = [d - 1]``, CSS 2013's fixed-gap
+        setting for sample complexity in ``d``; ``workflows/pca_dimension.toml``).
     basis : "random" (a Haar rotation ``Q`` drawn from the public ``basis_seed``) or "identity".
     error_measure : "projection" (``||V V^T - U U^T||_F``) or "energy_loss" (``1 - tr(V^T Sigma V) /
         tr(U^T Sigma U)``), the value stored as ``error``.
@@ -257,13 +255,26 @@ class PCAProblem(_SubspaceDeclarations, SimulatedProblem):
     audit_defaults = {"d": 2, "k": 1}
 
     def __init__(self, *, d: int = 5, k: int = 1, spikes=None, basis: str = "random", basis_seed: int = 0,
-                 error_measure: str = "projection"):
+                 error_measure: str = "projection", spike_shares=None):
         d = check_dimension(d)
         if d < 2:
             raise ValueError(f"d must be an integer >= 2, got {d!r}")
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k < d:
             raise ValueError(f"k must be an integer in [1, d - 1 = {d - 1}], got {k!r}")
         k = int(k)
+        if spike_shares is not None:
+            if spikes is not None:
+                raise ValueError("spike_shares: give spikes or spike_shares, not both")
+            if not isinstance(spike_shares, (list, tuple)) or len(spike_shares) != k or not all(
+                isinstance(s, (int, float)) and not isinstance(s, bool) and 0 < s < 1 for s in spike_shares
+            ) or not sum(spike_shares) < 1:
+                raise ValueError(f"spike_shares must be a list of k = {k} numbers in (0, 1) summing to less than 1, "
+                                 f"got {spike_shares!r}")
+            rest = (1.0 - float(sum(spike_shares))) / (d - k)
+            spikes = tuple(float(s) / rest for s in spike_shares)
+            if not all(s > 1 for s in spikes):
+                raise ValueError(f"spike_shares {list(spike_shares)} leave a spike <= 1 at d = {d}: each share must "
+                                 f"exceed {rest:.4g}, the share of every other coordinate")
         if spikes is None:
             spikes = tuple(float(k + 1 - j) for j in range(k))
         if not isinstance(spikes, (list, tuple)) or len(spikes) != k or not all(
@@ -292,10 +303,8 @@ class PCAProblem(_SubspaceDeclarations, SimulatedProblem):
                 f"basis_seed={self.basis_seed}, error_measure={self.error_measure!r})")
 
     # -- the contract ---------------------------------------------------------------------
-    @property
-    def d(self) -> int:
-        """The number of stored coefficients: the ``d * k`` entries of the basis."""
-        return self.d_data * self.k
+    #: the number of stored coefficients: the ``d * k`` entries of the basis
+    d = STACKED_COEFFICIENTS
 
     @property
     def scales(self) -> np.ndarray:
@@ -478,9 +487,7 @@ class DigitsPCAProblem(_SubspaceDeclarations, SimulatedProblem):
     def __repr__(self) -> str:
         return f"DigitsPCAProblem(k={self.k}, error_measure={self.error_measure!r})"
 
-    @property
-    def d(self) -> int:
-        return self.d_data * self.k
+    d = STACKED_COEFFICIENTS
 
     @property
     def theta_star(self) -> np.ndarray:

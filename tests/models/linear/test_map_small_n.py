@@ -40,7 +40,7 @@ import pytest
 from scipy import stats
 
 from kngflow.api import get_mechanism, get_problem
-from kngflow.mechanisms.generic import surrogate_map_draws
+from kngflow.mechanisms.map_draws import surrogate_map_draws
 from kngflow.models.logistic.problem import logistic_data
 
 P_REJECT = 1e-6

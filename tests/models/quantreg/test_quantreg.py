@@ -10,7 +10,7 @@ import statsmodels.api as sm
 from scipy import stats
 
 from kngflow.api import get_mechanism
-from kngflow.mechanisms.generic import Sampled
+from kngflow.mechanisms.sampled import Sampled
 from kngflow.models.quantreg.mechanisms import KNG
 from kngflow.api import get_problem
 from kngflow.models.quantreg.gibbs import _qr_exp_conditional
