@@ -3,8 +3,14 @@ needs for a captured energy q >= 0.9 grows about linearly in d, MOD-SULQ's faste
 
 Chaudhuri, Sarwate & Sinha (JMLR 2013), Theorems 5-7, for the top eigenvector (k = 1) at a
 fixed eigengap: PPCA needs ``n = O(d / (eps alpha gap))`` (up to logarithms), MOD-SULQ needs
-``n = Omega(d^(3/2) sqrt(log d) / (eps ...))``.  A claims file reads one store and ``d`` is a
-problem option, not a grid axis, so this script checks the claim outside ``kngflow report``.
+``n = Omega(d^(3/2) sqrt(log d) / (eps ...))``.
+
+The claim now lives in a study: ``workflows/pca_dimension.toml`` makes ``d`` a grid axis
+(``[grid.problem] d = [8, 16, 32, 64]``, the same data through ``spike_shares = [0.5]``) and
+``workflows/pca_dimension.claims.toml`` states it in the claims language (the log-log slopes
+of the energy loss along d at fixed n and along n at fixed d; ``kngflow report`` decides it).
+This script stays as an independent check of the same law by another route: it measures
+the crossing points ``n*`` themselves.
 
 Data: :class:`kngflow.models.pca.problem.PCAProblem` with ``k = 1`` and ``spikes = [d - 1]``, so
 that the top eigenvalue ``lambda_1 = 1/6`` and the gap ``lambda_1 - lambda_2 = (1/6)(1 - 1/(d-1))``

@@ -14,6 +14,15 @@ A study may ship its paper's claims beside its spec (``workflows/NAME.claims.tom
     statistic = "median_error"       # see STATISTICS
     mechanisms = ["Linf", "L1"]      # best first
     epsilon = [0.25, 0.5, 1.0]       # optional selections (default: the whole grid)
+    at = { d = [16, 32] }            # optional: values of the store's problem axes ([grid.problem])
+
+A store with problem axes (``[grid.problem] d = [...]`` in its spec) has more cell dims; a
+claim holds at every selected point of them (``at`` selects, by default every value).  A
+``slope`` claim fits along ``n`` by default; ``along = "d"`` fits the log-log slope of the
+statistic along that problem axis instead, one fit per selected (n, ε) and point of the
+other axes: if the statistic behaves like ``d^a / n^b``, the slope along ``d`` at fixed n is
+``a``, the one along n is ``-b``, and the n needed for a fixed statistic grows like
+``d^(a/b)`` (``workflows/pca_dimension.claims.toml``).
 
 :func:`load_claims` validates a file (one-line :class:`ClaimsError` naming the claim, the
 field and what is allowed); :func:`evaluate_claims` checks the claims against a store and
@@ -89,7 +98,7 @@ STATISTICS: dict[str, tuple[str, str]] = {
                             "(Awan-Slavkovic Algorithm 4)")),
 }
 
-_COMMON = {"id", "type", "source", "statement", "statistic", "n", "epsilon", "level"}
+_COMMON = {"id", "type", "source", "statement", "statistic", "n", "epsilon", "level", "at"}
 #: claim type -> (required fields, optional fields, what it checks)
 CLAIM_TYPES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "ordering": (("mechanisms",), (), "mechanisms[0] better than mechanisms[1] better than ... at every selected cell"),
@@ -101,8 +110,9 @@ CLAIM_TYPES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "epsilon_factor": (("mechanism", "target"), ("factor", "tolerance"),
                        ("mechanism at epsilon at least as good as target at factor*epsilon (default 2), "
                         "within the relative tolerance (default 0.1)")),
-    "slope": (("mechanism",), ("min", "max"),
-              "log-log slope of the statistic against n (WLS, weights 1/SE^2) within [min, max] per epsilon"),
+    "slope": (("mechanism",), ("min", "max", "along"),
+              ("log-log slope of the statistic against n, or against the problem axis `along` at fixed n "
+               "(WLS, weights 1/SE^2), within [min, max] per epsilon (and n, point of the other axes)")),
     "value": (("mechanism",), ("min", "max"),
               ("the statistic of the mechanism itself within [min, max] at every selected cell (an absolute "
                "band: a miss rate near its nominal level)")),
@@ -130,6 +140,8 @@ class Claim:
     n: tuple[int, ...] | None = None
     epsilon: tuple[float, ...] | None = None
     level: float = 0.95
+    #: selection on the store's problem axes: ``{axis: (value, ...)}`` (empty: every point)
+    at: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -214,6 +226,13 @@ def parse_claims(text: str, source: str = "claims") -> tuple[str | None, list[Cl
             if not isinstance(e[key], str):
                 raise ClaimsError(f"{where}: {key} must be a string")
         fields = {k: e[k] for k in set(required) | set(optional) if k in e}
+        if "along" in fields and (not isinstance(fields["along"], str) or fields["along"] in
+                                  ("mechanism", "epsilon", "replicate", "coef")):
+            raise ClaimsError(f"{where}: along must be 'n' or the name of a problem axis of the store (a string)")
+        at = e.get("at", {})
+        if not isinstance(at, dict) or any(isinstance(v, (dict, bool)) or v == [] for v in at.values()):
+            raise ClaimsError(f"{where}: at must be a table of problem-axis values, e.g. at = {{ d = [16, 32] }}")
+        at = {str(k): tuple(v if isinstance(v, list) else [v]) for k, v in at.items()}
         for key in ("mechanism", "target", "numerator", "denominator"):
             if key in fields and not isinstance(fields[key], str):
                 raise ClaimsError(f"{where}: {key} must be a mechanism label (a string)")
@@ -236,6 +255,7 @@ def parse_claims(text: str, source: str = "claims") -> tuple[str | None, list[Cl
             n=_num_list(e["n"], "n", where, integer=True) if "n" in e else None,
             epsilon=_num_list(e["epsilon"], "epsilon", where) if "epsilon" in e else None,
             level=float(level),
+            at=at,
         ))
     return study, claims
 
@@ -293,8 +313,12 @@ class StoreStatistics:
         self.labels = [str(m) for m in ds["mechanism"].values]
         self.n = [int(v) for v in ds["n"].values]
         self.eps = [float(v) for v in ds["epsilon"].values]
-        done = (ds["done"] == 1).transpose("mechanism", "n", "epsilon", "replicate").values
-        err = ds["error"].transpose("mechanism", "n", "epsilon", "replicate").values.astype(float)
+        #: the store's problem axes (dims of ``done`` before mechanism) and their values
+        self.axes = tuple(str(d) for d in ds["done"].dims if d not in _CELLS)
+        self.axis_values = {a: [_plain(v) for v in ds[a].values] for a in self.axes}
+        self.dims = self.axes + _CELLS
+        done = (ds["done"] == 1).transpose(*self.dims).values
+        err = ds["error"].transpose(*self.dims).values.astype(float)
         self.error = np.where(done & np.isfinite(err), err, np.nan)
         self._coverage: np.ndarray | None = None
 
@@ -317,12 +341,31 @@ class StoreStatistics:
             diff = abs(est - est.sel(mechanism=ref, drop=True))
             valid = (diff.notnull() & se.notnull()).all("coef")
             frac = (diff <= 1.959963984540054 * se).astype(float).mean("coef")
-            frac = xr.where(valid, frac, np.nan).transpose("mechanism", "n", "epsilon", "replicate")
+            frac = xr.where(valid, frac, np.nan).transpose(*self.dims)
             self._coverage = np.asarray(frac.values, dtype=float)
         return self._coverage
 
-    def index(self, label: str, n: int, eps: float) -> tuple[int, int, int]:
-        return self.labels.index(label), self.n.index(n), self.eps.index(eps)
+    def index(self, label: str, n: int, eps: float, at: tuple = ()) -> tuple[int, ...]:
+        return tuple(at) + (self.labels.index(label), self.n.index(n), self.eps.index(eps))
+
+    def points(self) -> list[tuple[tuple, tuple]]:
+        """``(indices, values)`` of every point of the problem axes (``[((), ())]`` without axes)."""
+        return [(tuple(i), tuple(self.axis_values[a][k] for a, k in zip(self.axes, i)))
+                for i in itertools.product(*(range(len(self.axis_values[a])) for a in self.axes))]
+
+
+_CELLS = ("mechanism", "n", "epsilon", "replicate")
+
+
+def _plain(v):
+    v = v.item() if hasattr(v, "item") else v
+    return v
+
+
+def _same_value(a, b) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return abs(float(a) - float(b)) <= 1e-12 * max(1.0, abs(float(b)))
+    return str(a) == str(b)
 
 
 def cell_statistic(x: np.ndarray, statistic: str) -> tuple[float, np.ndarray]:
@@ -401,9 +444,29 @@ class _Evaluator:
         eps = [min(self.data.eps, key=lambda g: abs(g - e)) for e in eps]
         return ns, eps
 
-    def _stat(self, claim: Claim, label: str, n: int, e: float) -> tuple[float, np.ndarray]:
-        i, j, k = self.data.index(label, n, e)
-        return cell_statistic(self.data.values(claim.statistic)[i, j, k], claim.statistic)
+    def _points(self, claim: Claim) -> list[tuple[tuple, tuple]]:
+        """The selected points of the store's problem axes (``at``; default all)."""
+        for axis in claim.at:
+            if axis not in self.data.axes:
+                raise ClaimsError(f"claim {claim.id!r}: at names {axis!r}, not a problem axis of the store (its "
+                                  f"problem axes: {', '.join(self.data.axes) or 'none'})")
+        pts = []
+        for idx, values in self.data.points():
+            named = dict(zip(self.data.axes, values))
+            if all(any(_same_value(named[a], v) for v in vals) for a, vals in claim.at.items()):
+                pts.append((idx, values))
+        for axis, vals in claim.at.items():
+            for v in vals:
+                if not any(_same_value(x, v) for x in self.data.axis_values[axis]):
+                    raise _NotInStore(f"{axis} = {v} not in this store (its {axis}: "
+                                      f"{', '.join(map(str, self.data.axis_values[axis]))})")
+        return pts
+
+    def _where(self, values: tuple) -> str:
+        return "".join(f", {a}={v}" for a, v in zip(self.data.axes, values))
+
+    def _stat(self, claim: Claim, label: str, n: int, e: float, at: tuple = ()) -> tuple[float, np.ndarray]:
+        return cell_statistic(self.data.values(claim.statistic)[self.data.index(label, n, e, at)], claim.statistic)
 
     def _log_contrast(self, claim: Claim, a: tuple, b: tuple) -> tuple[float, float, float, float]:
         """``(A, B, log(A/B), SE)`` for cells a = (label, n, eps), b likewise, paired over replicates."""
@@ -425,6 +488,11 @@ class _Evaluator:
         sign = 1.0 if better == "lower" else -1.0  # log(A/B) * sign < 0: A better than B
         try:
             ns, eps = self._cells(claim)
+            pts = self._points(claim)
+            along = claim.fields.get("along", "n")
+            if along != "n" and along not in self.data.axes:
+                raise ClaimsError(f"claim {claim.id!r}: along = {along!r} is not n or a problem axis of the store "
+                                  f"(its problem axes: {', '.join(self.data.axes) or 'none'})")
         except _NotInStore as exc:  # a reduced run of the study: the claim cannot be decided here
             return Verdict(id=claim.id, source=claim.source, statement=claim.statement, verdict="inconclusive",
                            statistic=claim.statistic, summary=f"not decidable: {exc}")
@@ -432,73 +500,101 @@ class _Evaluator:
         comps: list[dict[str, Any]] = []  # each: what, value, lo/hi bounds of claim, log-scale est + se
         if claim.type == "ordering":
             mechs = f["mechanisms"]
-            for n in ns:
-                for e in eps:
-                    for a, b in itertools.pairwise(mechs):
-                        comps.append(self._ratio_comp(claim, (a, n, e), (b, n, e), hi=1.0 if sign > 0 else None,
-                                                      lo=1.0 if sign < 0 else None, strict=True))
+            for n, e, p in itertools.product(ns, eps, pts):
+                for a, b in itertools.pairwise(mechs):
+                    comps.append(self._ratio_comp(claim, (a, n, e, p), (b, n, e, p), hi=1.0 if sign > 0 else None,
+                                                  lo=1.0 if sign < 0 else None, strict=True))
         elif claim.type == "ratio":
-            for n in ns:
-                for e in eps:
-                    comps.append(self._ratio_comp(claim, (f["numerator"], n, e), (f["denominator"], n, e),
-                                                  lo=f.get("min"), hi=f.get("max")))
+            for n, e, p in itertools.product(ns, eps, pts):
+                comps.append(self._ratio_comp(claim, (f["numerator"], n, e, p), (f["denominator"], n, e, p),
+                                              lo=f.get("min"), hi=f.get("max")))
         elif claim.type == "reaches":
             target = f.get("target") or _s.reference_label(self.ds, required=False)
             if target is None:
                 raise ClaimsError(f"claim {claim.id!r}: no target given and the store has no non-private reference; "
                                   f"the store's labels are {', '.join(self.data.labels)}")
             tol = f.get("tolerance", 0.1)
-            for n in ns:
-                for e in eps:
-                    comps.append(self._ratio_comp(claim, (f["mechanism"], n, e), (target, n, e),
-                                                  hi=1 + tol if sign > 0 else None,
-                                                  lo=1 / (1 + tol) if sign < 0 else None))
+            for n, e, p in itertools.product(ns, eps, pts):
+                comps.append(self._ratio_comp(claim, (f["mechanism"], n, e, p), (target, n, e, p),
+                                              hi=1 + tol if sign > 0 else None,
+                                              lo=1 / (1 + tol) if sign < 0 else None))
         elif claim.type == "epsilon_factor":
             factor, tol = f.get("factor", 2.0), f.get("tolerance", 0.1)
-            for n in ns:
-                for e in eps:
-                    e2 = [g for g in self.data.eps if abs(g - factor * e) <= 1e-9 * max(1.0, factor * e)]
-                    if not e2:
-                        continue
-                    comps.append(self._ratio_comp(claim, (f["mechanism"], n, e), (f["target"], n, e2[0]),
-                                                  hi=1 + tol if sign > 0 else None,
-                                                  lo=1 / (1 + tol) if sign < 0 else None))
+            for n, e, p in itertools.product(ns, eps, pts):
+                e2 = [g for g in self.data.eps if abs(g - factor * e) <= 1e-9 * max(1.0, factor * e)]
+                if not e2:
+                    continue
+                comps.append(self._ratio_comp(claim, (f["mechanism"], n, e, p), (f["target"], n, e2[0], p),
+                                              hi=1 + tol if sign > 0 else None,
+                                              lo=1 / (1 + tol) if sign < 0 else None))
             if not comps:
                 return Verdict(id=claim.id, source=claim.source, statement=claim.statement, verdict="inconclusive",
                                statistic=claim.statistic,
                                summary=f"not decidable on this store: no selected epsilon has {factor:g}*epsilon in "
                                        f"the grid ({', '.join(f'{g:g}' for g in self.data.eps)})")
-        elif claim.type == "slope":
-            for e in eps:
-                comps.append(self._slope_comp(claim, f["mechanism"], ns, e, f.get("min"), f.get("max")))
+        elif claim.type == "slope" and along == "n":
+            for e, p in itertools.product(eps, pts):
+                comps.append(self._slope_comp(claim, f["mechanism"], ns, e, f.get("min"), f.get("max"), p))
+        elif claim.type == "slope":  # along a problem axis, at fixed n, epsilon and other axes
+            k = self.data.axes.index(along)
+            groups: dict[tuple, list] = {}
+            for p in pts:
+                groups.setdefault(p[1][:k] + p[1][k + 1:], []).append(p)
+            for n, e, group in itertools.product(ns, eps, groups.values()):
+                comps.append(self._axis_slope_comp(claim, f["mechanism"], n, e, group, k, f.get("min"), f.get("max")))
         elif claim.type == "value":
-            for n in ns:
-                for e in eps:
-                    comps.append(self._value_comp(claim, f["mechanism"], n, e, f.get("min"), f.get("max")))
+            for n, e, p in itertools.product(ns, eps, pts):
+                comps.append(self._value_comp(claim, f["mechanism"], n, e, f.get("min"), f.get("max"), p))
         z = _z(claim.level, len(comps))
         return self._decide(claim, comps, z)
 
     def _ratio_comp(self, claim: Claim, a, b, *, lo=None, hi=None, strict=False) -> dict[str, Any]:
         self._paired = 0
-        va, vb, lr, se = self._log_contrast(claim, a, b)
+        pa, pb = (a[3] if len(a) > 3 else ((), ())), (b[3] if len(b) > 3 else ((), ()))
+        va, vb, lr, se = self._log_contrast(claim, a[:3] + (pa[0],), b[:3] + (pb[0],))
         where = f"{a[0]}" + (f" vs {b[0]}" if a[0] != b[0] else "") + f", n={_fmt_n(a[1])}, ε={_fmt_e(a[2])}" + (
-            f" vs {_fmt_e(b[2])}" if b[2] != a[2] else "")
+            f" vs {_fmt_e(b[2])}" if b[2] != a[2] else "") + self._where(pa[1])
         return {"cell": where, "a": va, "b": vb, "value": math.exp(lr) if math.isfinite(lr) else math.nan,
                 "log": lr, "se_log": se, "min": lo, "max": hi, "strict": strict, "form": "ratio",
                 "k": self._paired}
 
-    def _value_comp(self, claim: Claim, label: str, n: int, e: float, lo, hi) -> dict[str, Any]:
+    def _value_comp(self, claim: Claim, label: str, n: int, e: float, lo, hi, p=((), ())) -> dict[str, Any]:
         """The statistic of one cell against an absolute band, with its Monte Carlo SE."""
-        v, psi = self._stat(claim, label, n, e)
+        v, psi = self._stat(claim, label, n, e, p[0])
         k = int(np.isfinite(psi).sum())
         se = _se(psi) if k >= MIN_REPLICATES else math.nan
-        return {"cell": f"{label}, n={_fmt_n(n)}, ε={_fmt_e(e)}", "value": v, "se": se, "min": lo, "max": hi,
+        return {"cell": f"{label}, n={_fmt_n(n)}, ε={_fmt_e(e)}{self._where(p[1])}", "value": v, "se": se, "min": lo, "max": hi,
                 "strict": False, "form": "level", "k": k}
 
-    def _slope_comp(self, claim: Claim, label: str, ns: list[int], e: float, lo, hi) -> dict[str, Any]:
+    def _axis_slope_comp(self, claim: Claim, label: str, n: int, e: float, group: list, k: int, lo,
+                         hi) -> dict[str, Any]:
+        """The log-log slope of the statistic along problem axis ``k`` over the points ``group``
+        (which differ only there), at fixed ``n`` and ``e``: WLS with weights 1/SE^2, as along n."""
+        xs, ys, ses, ks = [], [], [], []
+        for idx, values in group:
+            x = values[k]
+            v, psi = self._stat(claim, label, n, e, idx)
+            ks.append(int(np.isfinite(psi).sum()))
+            se = _se(psi) if ks[-1] >= MIN_REPLICATES else math.nan
+            if not (isinstance(x, (int, float)) and x > 0):
+                raise ClaimsError(f"claim {claim.id!r}: along = {self.data.axes[k]!r} needs positive numbers, "
+                                  f"got {x!r}")
+            if v > 0 and math.isfinite(se) and se > 0:
+                xs.append(math.log10(x))
+                ys.append(math.log10(v))
+                ses.append(se / (v * math.log(10)))
+        res = _s._wls_line(np.array(xs), np.array(ys), np.array(ses), True)
+        axis = self.data.axes[k]
+        vals = [p[1][k] for p in group]
+        others = "".join(f", {a}={v}" for j, (a, v) in enumerate(zip(self.data.axes, group[0][1])) if j != k)
+        return {"cell": f"{label}, n={_fmt_n(n)}, ε={_fmt_e(e)}{others}, {axis}={min(vals)}…{max(vals)}",
+                "value": res["slope"], "se": res["slope_se_inflated"], "min": lo, "max": hi, "strict": False,
+                "form": "level", "points": int(res["n_points"]), "k": min(ks) if ks else 0}
+
+    def _slope_comp(self, claim: Claim, label: str, ns: list[int], e: float, lo, hi, p=((), ())) -> dict[str, Any]:
         xs, ys, ses, ks = [], [], [], []
         for n in ns:
-            v, psi = self._stat(claim, label, n, e)
+            v, psi = self._stat(claim, label, n, e, p[0])
             ks.append(int(np.isfinite(psi).sum()))
             se = _se(psi) if ks[-1] >= MIN_REPLICATES else math.nan
             if v > 0 and math.isfinite(se) and se > 0:
@@ -506,7 +602,8 @@ class _Evaluator:
                 ys.append(math.log10(v))
                 ses.append(se / (v * math.log(10)))
         res = _s._wls_line(np.array(xs), np.array(ys), np.array(ses), True)
-        return {"cell": f"{label}, ε={_fmt_e(e)}, n={_fmt_n(min(ns))}…{_fmt_n(max(ns))}", "value": res["slope"],
+        return {"cell": f"{label}, ε={_fmt_e(e)}{self._where(p[1])}, n={_fmt_n(min(ns))}…{_fmt_n(max(ns))}",
+                "value": res["slope"],
                 "se": res["slope_se_inflated"], "min": lo, "max": hi, "strict": False, "form": "level",
                 "points": int(res["n_points"]), "k": min(ks) if ks else 0}
 

@@ -10,6 +10,12 @@ a summary at the top (what was run, the claims' verdicts, the headline figure), 
 list, the sections that apply to the study's problem, and a glossary of the statistical
 terms the report uses.
 
+A store with problem axes (``[grid.problem]`` in its spec, e.g. ``d``) gets a table of the
+mean error along those axes and the claims (evaluated on the whole store) at the top, then
+the usual sections once per point of the axes (:func:`point_view`: that point's cells, its
+``coef`` cut to the point's own estimate), each under a heading naming the point, its
+figures in a folder of their own (``d=16/error_vs_n.png``).
+
 The report names no problem and no mechanism kind: the non-private reference, the
 standard errors behind the coverage tables, whether log–log slopes mean anything for the
 error and any problem-specific sections come from what the store and its plug-ins declare
@@ -38,7 +44,7 @@ from .sections import (BIAS_FLAG_Z, SMALL_SAMPLE, ReportContext, _diagnosable, _
                        ratio_section, ratio_sections, run_date, shown_path, slopes_section, small_sample_banner,
                        summary_section, title_block)
 
-__all__ = ["write_report", "make_report", "report_markdown", "open_store", "ratio_section", "diagnosand_section",
+__all__ = ["write_report", "make_report", "problem_axes", "point_view", "report_markdown", "open_store", "ratio_section", "diagnosand_section",
            "diagnosand_table", "claims_section", "resolve_claims", "REQUIRED_VARIABLES", "missing_variable",
            "small_sample_banner", "caveat_items", "run_date", "grid_words", "SMALL_SAMPLE", "BIAS_FLAG_Z"]
 
@@ -230,6 +236,94 @@ def write_report(store_path: str | os.PathLike, out_dir: str | os.PathLike, *, h
     return make_report(store_path, out_dir, html=html, claims=claims)[0]
 
 
+def problem_axes(ds: xr.Dataset) -> tuple[str, ...]:
+    """The store's problem axes: the dims of ``done`` before ``mechanism`` (``()`` for none)."""
+    return tuple(str(d) for d in ds["done"].dims if d not in ("mechanism", "n", "epsilon", "replicate"))
+
+
+def point_view(ds: xr.Dataset, point: dict) -> xr.Dataset:
+    """The cells of ``ds`` at one point of its problem axes (``{axis: value}``), as a store
+    without problem axes: the axes dropped, ``coef`` cut to the coefficients the point's
+    ``theta_star`` has (the store pads shorter estimates with NaN)."""
+    import numpy as np
+
+    sub = ds.sel(point).drop_vars(list(point))
+    if "theta_star" in sub and "coef" in sub.dims:
+        keep = np.flatnonzero(np.isfinite(np.asarray(sub["theta_star"].values, dtype=float)))
+        sub = sub.isel(coef=keep)
+    return sub
+
+
+def _axes_table(ds: xr.Dataset, axes: tuple[str, ...]) -> str:
+    """Markdown: the mean error over finished replicates, one row per (mechanism, ε, n), one
+    column per point of the problem axes."""
+    import itertools
+
+    import numpy as np
+
+    err = ds["error"].where(ds["done"] == 1).mean("replicate").compute()
+    points = list(itertools.product(*(list(ds[a].values) for a in axes)))
+    head = " | ".join(", ".join(f"{a}={_plain(v)}" for a, v in zip(axes, p)) for p in points)
+    lines = [f"## Along the problem axes ({', '.join(axes)})", "",
+             "Mean error over finished replicates at each point of the study's problem axes "
+             f"({error_label(ds)}).", "",
+             f"| mechanism | ε | n | {head} |", "|---|---|---|" + "---|" * len(points)]
+    for m, e, n in itertools.product(ds["mechanism"].values, ds["epsilon"].values, ds["n"].values):
+        row = []
+        for p in points:
+            v = float(err.sel({"mechanism": m, "epsilon": e, "n": n, **dict(zip(axes, p))}))
+            row.append(f"{v:.4g}" if np.isfinite(v) else "—")
+        lines.append(f"| {m} | {_s.format_epsilon(float(e))} | {_s.format_n(int(n))} | " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def _plain(v):
+    return v.item() if hasattr(v, "item") else v
+
+
+def _axes_report(ds: xr.Dataset, store_path, out: Path, html: bool, verdicts, claims_path):
+    """:func:`make_report` of a store with problem axes (see the module docstring)."""
+    import itertools
+
+    axes = problem_axes(ds)
+    parts, written = [], []
+    for values in itertools.product(*(list(ds[a].values) for a in axes)):
+        point = {a: _plain(v) for a, v in zip(axes, values)}
+        name = ",".join(f"{a}={v}" for a, v in point.items())
+        sub = point_view(ds, point)
+        folder = out / name
+        folder.mkdir(parents=True, exist_ok=True)
+        summ = _s.error_summary(sub).compute()
+        figures, notes = _write_figures(sub, summ, folder)
+        figures = [(f"{name}/{f}", caption) for f, caption in figures]
+        diag = diagnose(sub).compute() if _diagnosable(sub) is None else None
+        md = report_markdown(sub, summary=summ, info=_s.completeness(sub), figures=figures, notes=notes,
+                             store_path=os.fspath(store_path), diagnosands=diag)
+        written += [out / f for f, _c in figures]
+        body = []
+        skip = False
+        for line in md.splitlines()[1:]:  # the point's title becomes a heading below
+            if line.startswith("## "):
+                skip = line.strip() == "## Contents"
+            if skip:
+                continue
+            body.append("#" + line if line.startswith("#") else line)
+        parts.append(f"## {', '.join(f'{a} = {v}' for a, v in point.items())}\n" + "\n".join(body).strip())
+    study = study_name(ds)
+    head = [f"# kngflow report{': ' + study if study else ''}",
+            f"A study with problem axes {', '.join(axes)}: the table below compares the points; then every "
+            "point's own report.", _axes_table(ds, axes)]
+    if verdicts:
+        head.append(claims_section(verdicts, None if claims_path is None else shown_path(claims_path, store_path)))
+    md = "\n\n".join(head + parts) + "\n"
+    (out / "report.md").write_text(md, encoding="utf-8")
+    written.append(out / "report.md")
+    if html:
+        (out / "report.html").write_text(report_html(ds, md, out, None, None), encoding="utf-8")
+        written.append(out / "report.html")
+    return md, written, verdicts
+
+
 def make_report(store_path: str | os.PathLike, out_dir: str | os.PathLike, *, html: bool = False,
                 claims: str | os.PathLike | bool | None = None) -> tuple[str, list[Path], list | None]:
     """:func:`write_report`, returning ``(markdown, files written, verdicts)``: the files in the
@@ -238,6 +332,8 @@ def make_report(store_path: str | os.PathLike, out_dir: str | os.PathLike, *, ht
     verdicts, claims_path = resolve_claims(ds, store_path, claims)  # bad claims: nothing written
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if problem_axes(ds):
+        return _axes_report(ds, store_path, out, html, verdicts, claims_path)
     summ = _s.error_summary(ds).compute()
     info = _s.completeness(ds)
     narrow: dict[str, list] | None = {} if html else None

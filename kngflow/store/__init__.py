@@ -25,6 +25,7 @@ from .zarrstore import (
     read_flags,
     read_meta,
     read_region,
+    store_axes,
     update_attrs,
     write_failures,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "read_flags",
     "read_meta",
     "read_region",
+    "store_axes",
     "update_attrs",
     "write_blocks",
     "write_failures",

@@ -15,7 +15,9 @@ def status_data(path, max_messages: int = 20) -> dict:
     Keys: ``store``, ``title``, ``spec_hash``, ``problem``, ``dims`` (size of
     each coordinate), ``done``, ``failed``, ``total``, ``groups`` (one entry
     per (n, mechanism) with ``n``, ``mechanism``, ``done``, ``failed``,
-    ``total``, by n then mechanism in spec order) and ``failures`` (at most
+    ``total``, by n then mechanism in spec order; a store with problem axes has one entry per
+    point of the axes, n and mechanism, with the axis values as more keys, by point first)
+    and ``failures`` (at most
     ``max_messages`` records ``mechanism, n, epsilon, replicate, message`` of
     cells failed and not done since).
     """
@@ -25,14 +27,17 @@ def status_data(path, max_messages: int = 20) -> dict:
     done = done.astype(bool)
     labels = [str(x) for x in meta.coords["mechanism"]]
     ns = [int(x) for x in meta.coords["n"]]
+    axes = meta.axes
     groups = [
         {
+            **dict(zip(axes, values)),
             "n": ns[i],
             "mechanism": lab,
-            "done": int(done[a, i].sum()),
-            "failed": int(failed[a, i].sum()),
-            "total": int(done[a, i].size),
+            "done": int(done[at + (a, i)].sum()),
+            "failed": int(failed[at + (a, i)].sum()),
+            "total": int(done[at + (a, i)].size),
         }
+        for at, values in meta.axis_points()
         for i in sorted(range(len(ns)), key=lambda k: ns[k])
         for a, lab in enumerate(labels)
     ]
@@ -43,12 +48,13 @@ def status_data(path, max_messages: int = 20) -> dict:
             "n": {v: k for k, v in enumerate(ns)},
             "epsilon": {float(v): k for k, v in enumerate(meta.coords["epsilon"])},
             "replicate": {int(v): k for k, v in enumerate(meta.coords["replicate"])},
+            **{a: {_key(v): k for k, v in enumerate(meta.coords[a])} for a in axes},
         }
         for r in read_failures(path):
             if len(current) >= max_messages:
                 break
             try:
-                cell = (
+                cell = tuple(idx[a][_key(r[a])] for a in axes) + (
                     idx["mechanism"][r["mechanism"]],
                     idx["n"][int(r["n"])],
                     idx["epsilon"][float(r["epsilon"])],
@@ -57,7 +63,7 @@ def status_data(path, max_messages: int = 20) -> dict:
             except (KeyError, ValueError, TypeError):
                 continue
             if failed[cell]:
-                current.append({k: r[k] for k in ("mechanism", "n", "epsilon", "replicate", "message")})
+                current.append({k: r[k] for k in axes + ("mechanism", "n", "epsilon", "replicate", "message")})
     return {
         "store": str(path),
         "title": meta.attrs.get("title") or None,
@@ -71,6 +77,12 @@ def status_data(path, max_messages: int = 20) -> dict:
         "groups": groups,
         "failures": current,
     }
+
+
+def _key(value):
+    """A problem-axis value as a dict key (numpy scalars and JSON values alike)."""
+    v = value.item() if hasattr(value, "item") else value
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
 
 
 def _overrides(attrs: dict) -> dict:
@@ -96,6 +108,8 @@ def status_text(path, max_messages: int = 20, data: dict | None = None) -> str:
     """The ``kngflow status`` table as text (of ``data``, default :func:`status_data`)."""
     d = data or status_data(path, max_messages)
     width = max([len("mechanism")] + [len(g["mechanism"]) for g in d["groups"]])
+    fixed = ("n", "mechanism", "done", "failed", "total")
+    axes = [k for k in (d["groups"][0] if d["groups"] else {}) if k not in fixed]
     lines = [
         f"store {path}",
         f"study {d['title'] or '-'} (spec {d['spec_hash'][:12]}), problem {d['problem']}, dims "
@@ -103,13 +117,16 @@ def status_text(path, max_messages: int = 20, data: dict | None = None) -> str:
         *([f"reduced run: {_overrides_text(d['overrides'])}"] if d.get("overrides") else []),
         f"overall: {d['done']} done, {d['failed']} failed, {d['total']} total",
         "",
-        f"{'n':>10}  {'mechanism':<{width}}  {'done':>7}  {'failed':>7}  {'total':>7}",
+        "".join(f"{a:>8}  " for a in axes)
+        + f"{'n':>10}  {'mechanism':<{width}}  {'done':>7}  {'failed':>7}  {'total':>7}",
     ]
     for g in d["groups"]:
-        lines.append(f"{g['n']:>10}  {g['mechanism']:<{width}}  {g['done']:>7}  {g['failed']:>7}  {g['total']:>7}")
+        lines.append("".join(f"{g[a]!s:>8}  " for a in axes)
+                     + f"{g['n']:>10}  {g['mechanism']:<{width}}  {g['done']:>7}  {g['failed']:>7}  {g['total']:>7}")
     if d["failed"]:
         lines.append("")
         lines.append(f"failures ({d['failed']} cells; showing {len(d['failures'])} messages):")
         for r in d["failures"]:
-            lines.append(f"  {r['mechanism']} n={r['n']} eps={r['epsilon']} rep={r['replicate']}: {r['message']}")
+            at = "".join(f"{a}={r[a]} " for a in axes)
+            lines.append(f"  {at}{r['mechanism']} n={r['n']} eps={r['epsilon']} rep={r['replicate']}: {r['message']}")
     return "\n".join(lines)

@@ -198,11 +198,11 @@ def verify_store(path, *, progress: bool = False) -> list[Damage]:
         for index, region in _chunks(arr):
             if _chunk_file(path, "estimate", index) in damaged_chunks:
                 continue
-            cells = region[:4]
+            cells = region[:-1]  # every dim but coef (problem axes first, where the store has them)
             if bad[cells].any():
                 out.append(Damage(_chunk_file(path, "estimate", index),
                                   f"{int(bad[cells].sum())} cells done but without an estimate (missing chunk?)",
-                                  "estimate", region, _describe(meta, CELL_DIMS, cells)))
+                                  "estimate", region, _describe(meta, meta.cell_dims, cells)))
     return out
 
 
@@ -223,6 +223,7 @@ def repair_store(path, damage: list[Damage]) -> int:
     """
     g = _group(path, mode="r+")
     done = _array(g, "done")
+    cell_dims = tuple(done.metadata.dimension_names)  # problem axes (if any), then CELL_DIMS
     reset = np.zeros(done.shape, dtype=bool)
     for d in damage:
         if d.variable is None:
@@ -232,7 +233,7 @@ def repair_store(path, damage: list[Damage]) -> int:
         fill = VARIABLES[d.variable][2] if d.variable in VARIABLES else arr.metadata.fill_value
         shape = tuple(s.stop - s.start for s in d.region)
         arr[d.region] = np.full(shape, fill, dtype=arr.dtype)
-        sel = tuple(d.region[dims.index(dim)] if dim in dims else slice(None) for dim in CELL_DIMS)
+        sel = tuple(d.region[dims.index(dim)] if dim in dims else slice(None) for dim in cell_dims)
         reset[sel] = True
     if reset.any():
         flags = np.asarray(done[...])
@@ -334,7 +335,7 @@ def rebuild_metadata(path, template, check: Callable | None = None) -> list[str]
         dims = m.get("dimension_names") or []
         for dim, size, c in zip(dims, m["shape"], m["chunk_grid"]["configuration"]["chunk_shape"]):
             sizes.setdefault(dim, size)
-            if name not in COORDS:
+            if list(dims) != [name]:  # not a coordinate (CELL_DIMS, coef or a problem axis)
                 chunks.setdefault(dim, c)
     new = {}
     for name in sorted(tnames):
@@ -344,7 +345,7 @@ def rebuild_metadata(path, template, check: Callable | None = None) -> list[str]
         m = json.loads(json.dumps(tmeta[name]))
         dims = m.get("dimension_names") or []
         shape = [sizes.get(d, s) for d, s in zip(dims, m["shape"])]
-        if name in COORDS:
+        if list(dims) == [name]:
             files = list((path / name / "c").iterdir()) if (path / name / "c").is_dir() else []
             if len(files) > 1:
                 raise fail(file, "the coordinate was extended after the store was made (its chunking is unknown)")

@@ -48,6 +48,7 @@ class Block:
     ``mask`` (same shape without coef, bool) marks the cells the block sets (None:
     all).  ``data`` maps per-data-set variables to (replicate[, coef]) arrays,
     ``data_mask`` (replicate,) marks the replicates they are valid for (None: all).
+    ``at`` holds the indices along the store's problem axes (``()`` for a store without them).
     """
 
     n_index: int
@@ -58,6 +59,7 @@ class Block:
     data: dict = field(default_factory=dict)
     data_mask: np.ndarray | None = None
     failures: list = field(default_factory=list)
+    at: tuple = ()
 
     @property
     def size(self) -> int:
@@ -67,9 +69,10 @@ class Block:
 def _join(blocks: list[Block]) -> list[Block]:
     """Concatenate blocks of the same n whose replicate ranges touch."""
     out: list[Block] = []
-    for b in sorted(blocks, key=lambda b: (b.n_index, b.start)):
+    for b in sorted(blocks, key=lambda b: (tuple(b.at), b.n_index, b.start)):
         last = out[-1] if out else None
-        if last is not None and (last.n_index, last.stop, set(last.data)) == (b.n_index, b.start, set(b.data)):
+        if last is not None and (tuple(last.at), last.n_index, last.stop, set(last.data)) == (
+                tuple(b.at), b.n_index, b.start, set(b.data)):
             out[-1] = _concat(out[-1], b)
         else:
             out.append(b)
@@ -94,6 +97,7 @@ def _concat(a: Block, b: Block) -> Block:
         data={k: np.concatenate([a.data[k], b.data[k]], axis=0) for k in a.data},
         data_mask=mask(a.data_mask, b.data_mask, (shape_a[2],), (shape_b[2],)),
         failures=a.failures + b.failures,
+        at=a.at,
     )
 
 
@@ -115,17 +119,18 @@ def write_blocks(path, blocks: list[Block], *, key: str | None = None) -> None:
     with _quiet():
         arrays = {}
         for b in joined:
-            cell_sel = (slice(None), b.n_index, slice(None), slice(b.start, b.stop))
+            cell_sel = tuple(b.at) + (slice(None), b.n_index, slice(None), slice(b.start, b.stop))
             for name, values in b.cells.items():
                 if name != "done":
                     arr = arrays.setdefault(name, g[name])
                     _write(arr, cell_sel, values, b.mask)
             for name, values in b.data.items():
                 arr = arrays.setdefault(name, g[name])
-                _write(arr, (b.n_index, slice(b.start, b.stop)), values, b.data_mask)
+                _write(arr, tuple(b.at) + (b.n_index, slice(b.start, b.stop)), values, b.data_mask)
         done = g["done"]
         for b in joined:
-            _write(done, (slice(None), b.n_index, slice(None), slice(b.start, b.stop)), b.cells["done"], b.mask)
+            _write(done, tuple(b.at) + (slice(None), b.n_index, slice(None), slice(b.start, b.stop)), b.cells["done"],
+                   b.mask)
     failures = [r for b in blocks for r in b.failures]
     if failures:
         write_failures(path, key or f"f{time.time_ns()}-{uuid.uuid4().hex[:6]}", failures[:MAX_MESSAGES_PER_FLUSH])

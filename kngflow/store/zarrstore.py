@@ -15,6 +15,19 @@ writer's read-modify-write loses nothing).  Results are written before their
 chunks equal to the fill value.  Stores made with any chunking (one replicate
 per chunk included) open, resume and extend the same way.
 
+Problem axes.  A study whose spec has ``[grid.problem]`` (e.g. ``d = [8, 16, 32]``) has one
+more dim per problem option, named after it and placed before ``mechanism`` (root attribute
+``problem_axes``: their names, in order; absent from a store without axes, whose layout is
+unchanged).  Every per-cell and per-data-set variable and ``theta_star`` gains those leading
+dims, with one axis value per chunk.  ``coef`` is as long as the longest estimate over the
+axis values and a shorter estimate (PCA's ``d * k`` entries at a smaller ``d``) is padded
+with NaN, as is its ``theta_star``.  Padding was chosen over one variable per axis value
+because it keeps one ``estimate`` variable whose dims are the contract analysts code
+against (``ds.estimate.sel(d=16)`` is that d's releases, its NaN tail dropped with
+``.dropna("coef", how="all")``), lets every reader that selects by dim name (export, the
+analysis, verify) work unchanged, and costs at most the largest value's width per cell,
+which chunk compression shrinks further.
+
 The store never knows about mechanisms or Dask; :mod:`kngflow.sweep` drives it.
 Failure messages live in zarr groups ``_kngflow/failures/<flush>`` (attributes),
 so the directory stays a valid zarr hierarchy and ``xr.open_zarr`` ignores them.
@@ -78,6 +91,32 @@ DAMAGED_HINT = "run `kngflow verify {path}`, then `kngflow run SPEC --store {pat
 COORD_DTYPES = {"mechanism": object, "n": np.int64, "epsilon": np.float64, "replicate": np.int64, "coef": np.int64}
 
 
+def store_axes(attrs: dict) -> tuple[str, ...]:
+    """The problem-axis names of a store from its root attributes (``()``: none)."""
+    raw = attrs.get("problem_axes")
+    if not raw:
+        return ()
+    try:
+        names = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return ()
+    return tuple(str(x) for x in names) if isinstance(names, list) else ()
+
+
+def _plain(value):
+    """A numpy scalar as the Python value a spec writes (int, float or str)."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def _axis_dtype(values):
+    arr = np.asarray(values)
+    if arr.dtype.kind in "iub":
+        return np.int64
+    if arr.dtype.kind == "f":
+        return np.float64
+    return object
+
+
 class StoreError(RuntimeError):
     """A store that cannot be used as asked (missing, foreign, other spec, misaligned)."""
 
@@ -90,6 +129,23 @@ class StoreMeta:
     coords: dict  # dim -> numpy array
     chunks: dict  # dim -> chunk length along that dim
     attrs: dict
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        """The problem axes (leading dims before ``mechanism``); ``()`` for a store without them."""
+        return store_axes(self.attrs)
+
+    @property
+    def cell_dims(self) -> tuple[str, ...]:
+        return self.axes + CELL_DIMS
+
+    def axis_points(self) -> list[tuple]:
+        """``(index tuple, value tuple)`` of every point of the problem axes (``[((), ())]`` without axes)."""
+        import itertools
+
+        axes = self.axes
+        idx = itertools.product(*(range(len(self.coords[a])) for a in axes))
+        return [(tuple(i), tuple(_plain(self.coords[a][k]) for a, k in zip(axes, i))) for i in idx]
 
     @property
     def shape(self) -> dict:
@@ -147,6 +203,7 @@ def create_store(
     variable_attrs: dict | None = None,
     data_variables: dict | None = None,
     cell_variables: dict | None = None,
+    axes: dict | None = None,
 ) -> StoreMeta:
     """Write the lazy template of a new store (no data chunks) and return its meta.
 
@@ -162,6 +219,10 @@ def create_store(
     The template is written with ``to_zarr(..., compute=False)`` into a temporary
     sibling directory that is renamed into place, so a crash never leaves a half
     template behind.  Float variables get ``fill_value`` NaN explicitly.
+
+    ``axes`` (``{option: values}``, ordered) adds the problem axes as leading dims of
+    every variable (one value per chunk); ``theta_star`` then has shape ``(*axis sizes,
+    coef)``, NaN-padded where a point's estimate is shorter (see the module docstring).
     """
     import dask.array as da
     import xarray as xr
@@ -169,7 +230,10 @@ def create_store(
     path = Path(path)
     if path.exists():
         raise StoreError(f"{path} already exists")
-    c = {dim: np.asarray(coords[dim], dtype=COORD_DTYPES[dim]) for dim in CELL_DIMS + ("coef",)}
+    axes = dict(axes or {})
+    c = {dim: np.asarray(list(v), dtype=_axis_dtype(list(v))) for dim, v in axes.items()}
+    c.update({dim: np.asarray(coords[dim], dtype=COORD_DTYPES[dim]) for dim in CELL_DIMS + ("coef",)})
+    lead = tuple(axes)
     sizes = {k: len(v) for k, v in c.items()}
     chunks = {d: int(chunks.get(d, sizes[d])) for d in CELL_DIMS}
     for d, k in chunks.items():
@@ -177,20 +241,24 @@ def create_store(
             raise ValueError(f"chunk length along {d} must be >= 1, got {k}")
     chunks = {d: min(k, max(1, sizes[d])) for d, k in chunks.items()}
     chunks["coef"] = sizes["coef"]
+    chunks.update({a: 1 for a in lead})
     data_vars = {}
     encoding = {}
     variable_attrs = variable_attrs or {}
     declared = {**VARIABLES, **check_cell_variables(cell_variables or {}), **check_data_variables(data_variables or {})}
     for name, (dims, dtype, fill) in declared.items():
+        dims = lead + tuple(dims)
         shape = tuple(sizes[d] for d in dims)
         ch = tuple(chunks[d] for d in dims)
         data_vars[name] = (dims, da.full(shape, fill, dtype=dtype, chunks=ch), variable_attrs.get(name, {}))
         encoding[name] = {"fill_value": fill, "chunks": ch, "compressors": _compressors()}
     theta = np.asarray(theta_star, dtype=np.float64)
-    if theta.shape != (sizes["coef"],):
-        raise ValueError(f"theta_star must have shape ({sizes['coef']},), got {theta.shape}")
-    data_vars["theta_star"] = (("coef",), theta)
-    ds = xr.Dataset(data_vars, coords=c, attrs={**attrs, "kngflow_store_format": STORE_FORMAT})
+    want = tuple(sizes[a] for a in lead) + (sizes["coef"],)
+    if theta.shape != want:
+        raise ValueError(f"theta_star must have shape {want}, got {theta.shape}")
+    data_vars["theta_star"] = (lead + ("coef",), theta)
+    extra = {"problem_axes": json.dumps(list(lead))} if lead else {}
+    ds = xr.Dataset(data_vars, coords=c, attrs={**attrs, **extra, "kngflow_store_format": STORE_FORMAT})
     for dim in c:
         encoding[dim] = {"chunks": (max(1, sizes[dim]),)}
 
@@ -222,8 +290,9 @@ def check_cell_variables(cell_variables: dict) -> dict:
 def cell_variable_names(path) -> list[str]:
     """Names of the per-cell variables of the store at ``path`` besides :data:`VARIABLES` (the diagnostics)."""
     g = _group(path)
+    cells = store_axes(dict(g.attrs)) + CELL_DIMS
     return sorted(name for name, arr in g.arrays()
-                  if name not in VARIABLES and tuple(arr.metadata.dimension_names or ()) == CELL_DIMS)
+                  if name not in VARIABLES and tuple(arr.metadata.dimension_names or ()) == cells)
 
 
 def check_data_variables(data_variables: dict) -> dict:
@@ -242,10 +311,11 @@ def check_data_variables(data_variables: dict) -> dict:
 def data_variable_names(path) -> list[str]:
     """Names of the per-data-set variables of the store at ``path`` (dims start with n, replicate)."""
     g = _group(path)
+    lead = len(store_axes(dict(g.attrs)))
     names = []
     for name, arr in g.arrays():
         dims = tuple(arr.metadata.dimension_names or ())
-        if name not in VARIABLES and dims[:2] == DATA_DIMS:
+        if name not in VARIABLES and dims[lead:lead + 2] == DATA_DIMS:
             names.append(name)
     return sorted(names)
 
@@ -285,12 +355,16 @@ def read_meta(path) -> StoreMeta:
             "upgrade kngflow to read it"
         )
     coords = {}
-    for dim in CELL_DIMS + ("coef",):
+    for dim in store_axes(attrs) + CELL_DIMS + ("coef",):
         arr = _array(g, dim)
         try:
             values = arr[...]
         except Exception as exc:  # noqa: BLE001 - any decode error of a chunk is damage
             raise damaged(path, f"coordinate {dim} cannot be read: {type(exc).__name__}") from None
+        if dim not in COORD_DTYPES:  # a problem axis: its own dtype
+            values = np.asarray(values)
+            coords[dim] = values if values.dtype.kind in "iuf" else np.asarray([str(v) for v in values], dtype=object)
+            continue
         coords[dim] = np.asarray(values, dtype=COORD_DTYPES[dim]) if dim != "mechanism" else np.asarray(
             [str(v) for v in values], dtype=object
         )

@@ -4,7 +4,9 @@
 grid (a :class:`CellError` names the key and the allowed values); :func:`debug_cell`
 simulates that replicate's data and releases the cell with the sweep's own functions
 (:func:`kngflow.sweep.task.simulate_data`, :func:`kngflow.sweep.task.release_cell`) on the
-same stable streams, so its estimate is the stored cell's, bit for bit.  Nothing catches
+same stable streams, so its estimate is the stored cell's, bit for bit.  A spec with problem
+axes (``[grid.problem] d = [...]``) takes them as more keys (``...,replicate=3,d=16``); the
+estimate printed is the problem's own ``d`` entries (the store pads shorter ones with NaN).  Nothing catches
 the mechanism's exceptions: a failing release shows its real traceback.
 """
 
@@ -34,9 +36,16 @@ class CellKey:
     n: int
     epsilon: float
     replicate: int
+    #: ``((option, value), ...)`` on the spec's problem axes (``()`` for a spec without them)
+    axes: tuple = ()
+
+    @property
+    def point(self) -> tuple:
+        return tuple(v for _, v in self.axes)
 
     def __str__(self) -> str:
-        return f"mechanism={self.mechanism},n={self.n},epsilon={self.epsilon:g},replicate={self.replicate}"
+        return (f"mechanism={self.mechanism},n={self.n},epsilon={self.epsilon:g},replicate={self.replicate}"
+                + "".join(f",{k}={v}" for k, v in self.axes))
 
 
 def _shown(values, limit: int = 12) -> str:
@@ -60,8 +69,9 @@ def parse_cell(spec: Spec, text: str) -> CellKey:
         if not eq or not value:
             raise CellError(f"--cell: {part!r} is not KEY=VALUE; write e.g. "
                             "mechanism=kng,n=1000,epsilon=1,replicate=3")
-        if key not in KEYS:
-            raise CellError(f"--cell: unknown key {key!r}; allowed keys are {', '.join(KEYS)}")
+        keys = KEYS + spec.axis_names
+        if key not in keys:
+            raise CellError(f"--cell: unknown key {key!r}; allowed keys are {', '.join(keys)}")
         if key in given:
             raise CellError(f"--cell: {key} is given twice")
         given[key] = value
@@ -85,8 +95,32 @@ def parse_cell(spec: Spec, text: str) -> CellKey:
             raise CellError(f"--cell: {key}={value} is not in the spec's grid; its {key} values are "
                             f"{_fmt(key, allowed)}")
         out[key] = parsed
+    point = []
+    for name, values in spec.problem_axes:
+        if name not in given:
+            if len(values) == 1:
+                point.append(values[0])
+                continue
+            raise CellError(f"--cell: {name} is missing; the spec's {name} values are {_shown(values)}")
+        match = [v for v in values if _same(v, given[name])]
+        if not match:
+            raise CellError(f"--cell: {name}={given[name]} is not in the spec's grid; its {name} values are "
+                            f"{_shown(values)}")
+        point.append(match[0])
     return CellKey(mechanism=str(out["mechanism"]), n=int(out["n"]), epsilon=float(out["epsilon"]),
-                   replicate=int(out["replicate"]))
+                   replicate=int(out["replicate"]), axes=spec.axis_items(tuple(point)))
+
+
+def _same(value, text: str) -> bool:
+    """Whether ``text`` (from ``--cell``) names the problem-axis ``value``."""
+    if str(value) == text:
+        return True
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return float(text) == float(value)
+        except ValueError:
+            return False
+    return False
 
 
 def _fmt(key: str, values) -> str:
@@ -104,11 +138,13 @@ def debug_cell(spec: Spec, cell: CellKey) -> tuple[Cell, dict]:
     the same functions as in a sweep, so ``estimate``, ``error`` and the diagnostics equal the
     stored cell's bit for bit.  Exceptions propagate (that is the point).
     """
-    problem = spec.problem()
-    mechanism = spec.build_mechanisms()[cell.mechanism]
-    stats = simulate_data(spec, problem, cell.n, cell.replicate)
+    point = cell.point or None
+    problem = spec.problem(point)
+    mechanism = spec.build_mechanisms(point)[cell.mechanism]
+    stats = simulate_data(spec, problem, cell.n, cell.replicate, cell.point)
     summary = dict(problem.data_summary(stats))
-    return release_cell(spec, problem, mechanism, stats, cell.n, cell.replicate, cell.mechanism, cell.epsilon), summary
+    return release_cell(spec, problem, mechanism, stats, cell.n, cell.replicate, cell.mechanism, cell.epsilon,
+                        cell.point), summary
 
 
 def _value(v) -> str:

@@ -129,7 +129,8 @@ def default_chunks(sizes: dict, d: int) -> dict:
 class Task:
     """Replicates ``start:stop`` (indices into the store's replicate axis) of the n at ``n_index``.
 
-    ``need`` is None when every cell of the block is missing, else a bool array
+    ``at`` and ``point`` are the indices and values of the task's point on the store's problem
+    axes (``()`` for a store without them).  ``need`` is None when every cell of the block is missing, else a bool array
     (mechanism, epsilon, replicate) of the cells to compute.
     """
 
@@ -141,9 +142,13 @@ class Task:
     replicates: np.ndarray
     need: np.ndarray | None
     missing: int
+    at: tuple = ()
+    point: tuple = ()
 
-    def region_slices(self) -> dict:
-        return {"n": slice(self.n_index, self.n_index + 1), "replicate": slice(self.start, self.stop)}
+    def region_slices(self, axes: tuple = ()) -> dict:
+        out = {"n": slice(self.n_index, self.n_index + 1), "replicate": slice(self.start, self.stop)}
+        out.update({a: slice(i, i + 1) for a, i in zip(axes, self.at)})
+        return out
 
 
 #: The first ``ramp`` tasks of :func:`iter_tasks` are this many times shorter.
@@ -151,13 +156,15 @@ RAMP_DIVISOR = 16
 
 
 def _extents(meta, done: np.ndarray, sizing):
-    """``(n index, todo, start, stop)`` of each task of :func:`iter_tasks`, in order.
+    """``(point, n index, todo, start, stop)`` of each task of :func:`iter_tasks`, in order;
+    ``point`` is ``(indices, values)`` on the problem axes (``((), ())`` without them).
 
     ``sizing()`` gives ``(cost model, ramp)`` and is asked again for every task."""
     labels, ns, eps = (meta.coords[k] for k in ("mechanism", "n", "epsilon"))
     issued = 0
-    for i in sorted(range(len(ns)), key=lambda k: -int(ns[k])):
-        todo = done[:, i, :, :] == 0  # (M, E, R)
+    points = meta.axis_points() if hasattr(meta, "axis_points") else [((), ())]
+    for i, point in ((i, p) for i in sorted(range(len(ns)), key=lambda k: -int(ns[k])) for p in points):
+        todo = done[point[0]][:, i, :, :] == 0  # (M, E, R)
         rep_todo = np.flatnonzero(todo.any(axis=(0, 1)))
         # runs of consecutive replicates with work, cut into tasks of per_task replicates
         breaks = np.flatnonzero(np.diff(rep_todo) != 1) + 1
@@ -167,7 +174,7 @@ def _extents(meta, done: np.ndarray, sizing):
                 cost, ramp = sizing()
                 per_task = cost.replicates_per_task(int(ns[i]), labels, len(eps))
                 size = per_task if issued >= ramp else max(1, per_task // RAMP_DIVISOR)
-                yield i, todo, int(run[a]), int(run[min(a + size, len(run)) - 1]) + 1
+                yield point, i, todo, int(run[a]), int(run[min(a + size, len(run)) - 1]) + 1
                 a += size
                 issued += 1
 
@@ -194,10 +201,10 @@ def iter_tasks(
     change results (seeds are per cell).
     """
     ns, reps = meta.coords["n"], meta.coords["replicate"]
-    for i, todo, start, stop in _extents(meta, done, sizing or _fixed(cost, ramp)):
+    for (at, point), i, todo, start, stop in _extents(meta, done, sizing or _fixed(cost, ramp)):
         block = todo[:, :, start:stop]
         missing = int(np.count_nonzero(block))
-        tag = hashlib.sha1(repr((key_prefix, i, start, stop)).encode()).hexdigest()[:16]
+        tag = hashlib.sha1(repr((key_prefix, i, start, stop) + ((at,) if at else ())).encode()).hexdigest()[:16]
         yield Task(
             key=f"kngflow-{tag}",
             n=int(ns[i]),
@@ -207,6 +214,8 @@ def iter_tasks(
             replicates=np.asarray(reps[start:stop], dtype=np.int64),
             need=None if missing == block.size else block.copy(),
             missing=missing,
+            at=at,
+            point=point,
         )
 
 
@@ -358,16 +367,17 @@ def estimate(spec, cost: CostModel, *, progress: dict | None = None, chunks: dic
     without materialising anything per cell or per task.
     """
     problem = spec.problem()
-    d = int(problem.d)
+    d = int(spec.coef_width()) if hasattr(spec, "coef_width") else int(problem.d)
+    P = len(spec.axis_points()) if hasattr(spec, "axis_points") else 1  # points of the problem axes
     M, E, R = len(spec.labels), len(spec.epsilon), len(spec.replicates)
-    cells = M * len(spec.n) * E * R
+    cells = P * M * len(spec.n) * E * R
     seconds = tasks = to_compute = 0
     longest = 0.0
     for n in spec.n:
         cells_done, reps_done = (progress or {}).get(int(n), (0, 0))
-        reps, cells_n = R - reps_done, M * E * R - cells_done
+        reps, cells_n = P * R - reps_done, P * M * E * R - cells_done
         per_task = cost.replicates_per_task(n, spec.labels, E)
-        tasks += -(-reps // per_task)
+        tasks += P * -(-(reps // P) // per_task) if P > 1 else -(-reps // per_task)
         to_compute += cells_n
         seconds += reps * (cost.per_data + cost.per_row * n) + cost.release_seconds(spec.labels, n) * cells_n / M
         if reps:
@@ -376,10 +386,10 @@ def estimate(spec, cost: CostModel, *, progress: dict | None = None, chunks: dic
     worker = WORKER_BASE_BYTES + _data_set_bytes(problem, spec.n) + per_task_cells * (d + 8) * 8
     data_vars = problem.data_variables
     data_bytes = sum(8 * (d if "coef" in decl[0] else 1) for decl in data_vars.values())
-    number_bytes = cells * (8 * (d + 4) + 3) + len(spec.n) * R * data_bytes
+    number_bytes = cells * (8 * (d + 4) + 3) + P * len(spec.n) * R * data_bytes
     sizes = {"mechanism": M, "n": len(spec.n), "epsilon": E, "replicate": R}
     ch = chunks or default_chunks(sizes, d)
-    n_chunks = -(-len(spec.n) // ch["n"]) * -(-R // ch["replicate"])
+    n_chunks = P * -(-len(spec.n) // ch["n"]) * -(-R // ch["replicate"])
     n_vars = 8 + len(data_vars)
     files = n_vars * (n_chunks + 1) + 5 * 2 + 2 + 2  # chunks and metadata, coordinates, theta_star, root
     return Estimate(cells, to_compute, tasks, seconds, longest, int(worker), int(number_bytes), int(files))

@@ -137,6 +137,9 @@ def _diff_specs(old: dict, new: dict) -> list[str]:
             why.append(f"mechanism {m['label']!r} is in the store but not in the spec")
         elif nm != m:
             why.append(f"mechanism {m['label']!r} differs (store: {m}, spec: {nm})")
+    if old["grid"].get("problem") != new["grid"].get("problem"):
+        why.append(f"grid.problem differs (store: {old['grid'].get('problem')!r}, spec: "
+                   f"{new['grid'].get('problem')!r}); the problem axes of a store are fixed: use another --store")
     for axis in ("n", "epsilon", "replicates"):
         missing = [v for v in old["grid"][axis] if v not in set(new["grid"][axis])]
         if missing:
@@ -227,9 +230,10 @@ def prepare_store(spec: Spec, path, *, replicate_chunk: int | None = None):
                                "write these mechanisms to a new store (--store)")
     if action == "create":
         problem = spec.problem()
+        width = spec.coef_width()
         sizes = {"mechanism": len(spec.labels), "n": len(spec.n), "epsilon": len(spec.epsilon),
                  "replicate": len(spec.replicates)}
-        chunks = default_chunks(sizes, int(problem.d))
+        chunks = default_chunks(sizes, int(width))
         if replicate_chunk is not None:
             chunks.update(replicate=int(replicate_chunk), n=1)
         meta = st.create_store(
@@ -239,14 +243,15 @@ def prepare_store(spec: Spec, path, *, replicate_chunk: int | None = None):
                 "n": list(spec.n),
                 "epsilon": list(spec.epsilon),
                 "replicate": list(spec.replicates),
-                "coef": list(range(problem.d)),
+                "coef": list(range(width)),
             },
             chunks=chunks,
-            theta_star=problem.theta_star,
+            theta_star=_theta_star(spec, width),
             attrs=store_attrs(spec),
             variable_attrs=_variable_attrs(problem, mechanisms),
             data_variables=_data_variables(problem),
             cell_variables=_cell_variables(mechanisms),
+            axes={name: list(values) for name, values in spec.problem_axes},
         )
         return meta, "created"
     have = {d: set(meta.coords[d].tolist()) for d in ("mechanism", "n", "epsilon", "replicate")}
@@ -261,6 +266,19 @@ def prepare_store(spec: Spec, path, *, replicate_chunk: int | None = None):
     return meta, "extended"
 
 
+def _theta_star(spec: Spec, width: int) -> np.ndarray:
+    """``theta_star`` of the store: the problem's, or one row per point of the problem axes
+    (shape ``(*axis sizes, width)``), NaN past each point's own ``d``."""
+    if not spec.problem_axes:
+        return np.asarray(spec.problem().theta_star, dtype=np.float64)
+    sizes = tuple(len(values) for _, values in spec.problem_axes)
+    out = np.full((int(np.prod(sizes)), width), np.nan)
+    for k, point in enumerate(spec.axis_points()):
+        theta = np.asarray(spec.problem(point).theta_star, dtype=np.float64).ravel()
+        out[k, : theta.size] = theta
+    return out.reshape(sizes + (width,))
+
+
 # --------------------------------------------------------------------------- worker side
 
 
@@ -269,8 +287,8 @@ def _progress(meta, done: np.ndarray, spec: Spec) -> dict:
     full = set(spec.labels) <= set(meta.coords["mechanism"]) and set(spec.epsilon) <= set(meta.coords["epsilon"])
     out = {}
     for i, n in enumerate(meta.coords["n"]):
-        block = done[:, i] != 0
-        out[int(n)] = (int(np.count_nonzero(block)), int(np.count_nonzero(block.all(axis=(0, 1)))) if full else 0)
+        block = done[..., i, :, :] != 0  # (problem axes..., mechanism, epsilon, replicate)
+        out[int(n)] = (int(np.count_nonzero(block)), int(np.count_nonzero(block.all(axis=(-3, -2)))) if full else 0)
     return out
 
 

@@ -280,12 +280,12 @@ def run_sweep(
             try:
                 exc = fut.exception()
             except Exception as e:  # noqa: BLE001 - cancelled or lost
-                finish(failed_block(labels, epsilons, d, task, f"task failed: {e!r}"))
+                finish(failed_block(labels, epsilons, d, task, f"task failed: {e!r}", meta.axes))
                 return
             if isinstance(exc, VersionMismatch):
                 raise VersionMismatch(str(exc))
             msg = f"task failed after {retries} retries: {type(exc).__name__}: {exc}"
-            finish(failed_block(labels, epsilons, d, task, msg))
+            finish(failed_block(labels, epsilons, d, task, msg, meta.axes))
 
         grace = 2 * task_timeout + 10
         checked = time.monotonic()
@@ -313,7 +313,8 @@ def run_sweep(
                             if now - since > grace:  # a kernel that does not return: give up on the task
                                 del futs[key]
                                 client.cancel([fut], force=True)
-                                finish(failed_block(labels, epsilons, d, task, timeout_message(task_timeout)))
+                                finish(failed_block(labels, epsilons, d, task, timeout_message(task_timeout),
+                                                    meta.axes))
                     if not batch:
                         time.sleep(0.02)
             except BaseException as exc:

@@ -18,6 +18,9 @@ to compare (each with a unique ``label``), the grid axes and the root seed::
     replicates = 20              # a count (0..19) or an explicit list of ints
     allow_extreme = false        # optional: lift the limits below
 
+    [grid.problem]               # optional: problem options as grid axes (store dims)
+    # d = [8, 16, 32]            # one list per option, each value a new problem
+
     [sampler]                    # defaults merged into every mechanism that accepts them
     steps = 10_000
 
@@ -32,6 +35,13 @@ Grid values beyond what any study can mean are refused unless the grid says
 10^8 replicates, ε outside [10^-6, 10^6].  ``allow_extreme`` is not part of the
 spec's hash (it changes no result).  A replicate count stays a ``range``, so a
 huge count costs no memory before it is refused.
+
+A ``[grid.problem]`` table turns problem options into grid axes: each key is a
+keyword option of the problem (not also set in ``[problem]``), its value a non-empty
+list of distinct values; the problem is built once per point of their cross product
+(:meth:`Spec.axis_points`), every point is checked when the spec is parsed, and each
+option becomes a store dimension named after it (before ``mechanism``).  A spec
+without the table has exactly the hash and the seeds it had before the table existed.
 
 Everything is checked before anything runs (:func:`parse_spec`); the first
 problem found raises :class:`SpecError` whose message starts with the offending
@@ -54,7 +64,10 @@ __all__ = ["SpecError", "Spec", "MechanismSpec", "parse_spec", "load_spec", "LIM
 
 TOP_LEVEL = ("name", "description", "seed", "problem", "grid", "sampler", "hardened", "mechanisms")
 GRID_KEYS = ("n", "epsilon", "replicates")
-GRID_OPTIONAL = ("allow_extreme",)
+GRID_OPTIONAL = ("allow_extreme", "problem")
+#: Names a problem axis may not take (they are the store's other dims and variables).
+RESERVED_AXES = ("mechanism", "n", "epsilon", "replicate", "coef", "name", "estimate", "error", "seconds", "done",
+                 "failed", "theta_star")
 
 #: Largest n, most replicates and the ε range accepted without ``[grid] allow_extreme = true``.
 LIMITS = {"n": 10**9, "replicates": 10**8, "epsilon": (1e-6, 1e6)}
@@ -100,8 +113,31 @@ class Spec:
     #: the grid axes a reduced run replaced (:func:`apply_overrides`): ``{"n": [...],
     #: "epsilon": [...], "replicates": K}``, each key only where it differs from the spec's own
     overrides: dict = field(default_factory=dict)
+    #: ``[grid.problem]``: ``((option, (value, ...)), ...)`` in the spec's order; ``()`` for none
+    problem_axes: tuple = ()
+    _problems: dict = field(default_factory=dict, repr=False, compare=False)
 
     # ------------------------------------------------------------------ helpers
+    @property
+    def axis_names(self) -> tuple[str, ...]:
+        """The problem options that are grid axes (store dims), in the spec's order."""
+        return tuple(name for name, _ in self.problem_axes)
+
+    def axis_points(self) -> list[tuple]:
+        """Every point of the problem axes (the cross product, first axis slowest); ``[()]`` without axes."""
+        import itertools
+
+        return [tuple(p) for p in itertools.product(*(values for _, values in self.problem_axes))]
+
+    def axis_items(self, point: tuple) -> tuple:
+        """``((option, value), ...)`` of ``point`` (what :mod:`kngflow.sweep.seeds` keys on)."""
+        return tuple(zip(self.axis_names, point))
+
+    def coef_width(self) -> int:
+        """Length of the store's ``coef`` axis: the largest ``problem(point).d`` over the points
+        (shorter estimates are padded with NaN)."""
+        return max(int(self.problem(p).d) for p in self.axis_points())
+
     @property
     def labels(self) -> tuple[str, ...]:
         return tuple(m.label for m in self.mechanisms)
@@ -124,6 +160,9 @@ class Spec:
                 "n": list(self.n),
                 "epsilon": [float(e).hex() for e in self.epsilon],
                 "replicates": list(self.replicates) if replicates else [],
+                # only where the spec has problem axes: the hash of a spec without them is unchanged
+                **({"problem": {name: _jsonable(list(values)) for name, values in self.problem_axes}}
+                   if self.problem_axes else {}),
             },
         }
 
@@ -150,19 +189,32 @@ class Spec:
         h.update(b"]" + tail.encode())
         return h.hexdigest()
 
-    def problem(self):
-        """The problem object (built once per Spec)."""
-        if self._problem is None:
+    def problem(self, point: tuple | None = None):
+        """The problem object (built once per Spec and point of the problem axes).
+
+        ``point`` is a tuple of problem-axis values (:meth:`axis_points`); None: the first
+        point (the only one of a spec without problem axes)."""
+        if point is None or not self.problem_axes:
+            if self._problem is None:
+                from kngflow import api
+
+                options = {**self.problem_options, **dict(self.axis_items(self.axis_points()[0]))}
+                object.__setattr__(self, "_problem", api.get_problem(self.problem_name, **options))
+            if point is None or tuple(point) == self.axis_points()[0]:
+                return self._problem
+        point = tuple(point)
+        if point not in self._problems:
             from kngflow import api
 
-            object.__setattr__(self, "_problem", api.get_problem(self.problem_name, **self.problem_options))
-        return self._problem
+            self._problems[point] = api.get_problem(self.problem_name,
+                                                    **{**self.problem_options, **dict(self.axis_items(point))})
+        return self._problems[point]
 
-    def build_mechanisms(self) -> dict:
+    def build_mechanisms(self, point: tuple | None = None) -> dict:
         """``{label: mechanism}`` built with ``kngflow.api.get_mechanism``."""
         from kngflow import api
 
-        problem = self.problem()
+        problem = self.problem(point)
         return {
             m.label: api.get_mechanism(self.problem_name, m.kind, **mechanism_options(problem, m.options))
             for m in self.mechanisms
@@ -348,18 +400,36 @@ def parse_spec(text: str) -> Spec:
         registry.problem_class(pname)
     except registry.PluginError as exc:
         raise SpecError("problem.name", str(exc)) from None
+    axis_table = grid.get("problem")
+    first = {}
+    if isinstance(axis_table, dict):  # the problem at the first point of the axes (checked below)
+        first = {k: v[0] for k, v in axis_table.items() if isinstance(v, list) and v and k not in ptable}
     try:
-        problem = api.get_problem(pname, **ptable)
+        problem = api.get_problem(pname, **ptable, **first)
     except (TypeError, ValueError) as exc:
-        raise SpecError(_field_in_message(exc, ptable, "problem"), str(exc)) from None
+        if first:  # let the axes' own checks name the field
+            problem = None
+        else:
+            raise SpecError(_field_in_message(exc, ptable, "problem"), str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - a plug-in's constructor
         raise SpecError("problem", f"problem {pname!r} failed to build: {type(exc).__name__}: {exc}") from None
 
-    for i, n in enumerate(ns):
-        try:
-            problem.check_n(n)
-        except (TypeError, ValueError) as exc:
-            raise SpecError(f"grid.n[{i}]", str(exc)) from None
+    if problem is not None:
+        for i, n in enumerate(ns):
+            try:
+                problem.check_n(n)
+            except (TypeError, ValueError) as exc:
+                raise SpecError(f"grid.n[{i}]", str(exc)) from None
+
+    axes, problems = _problem_axes(grid.get("problem"), ptable, pname, problem)
+    if axes:
+        problem = problems[next(iter(problems))]
+    for point, built in problems.items():
+        for i, n in enumerate(ns):
+            try:
+                built.check_n(n)
+            except (TypeError, ValueError) as exc:
+                raise SpecError(f"grid.n[{i}]", f"{exc} (at {_point_text(axes, point)})") from None
 
     # ---------------------------------------------------------------- sampler
     sampler = dict(_check_table(raw.get("sampler", {}), "sampler"))
@@ -435,9 +505,71 @@ def parse_spec(text: str) -> Spec:
         n=tuple(int(n) for n in ns),
         epsilon=tuple(epsilons),
         replicates=replicates,
-        _problem=problem,
+        _problem=problems[next(iter(problems))] if axes else problem,
         allow_extreme=extreme,
+        problem_axes=axes,
+        _problems=dict(problems) if axes else {},
     )
+
+
+def _point_text(axes: tuple, point: tuple) -> str:
+    return ", ".join(f"{name} = {value!r}" for (name, _), value in zip(axes, point))
+
+
+def _problem_axes(table, ptable: dict, pname: str, problem) -> tuple[tuple, dict]:
+    """Validate ``[grid.problem]``: ``(axes, {point: problem})`` (``((), {})`` without the table)."""
+    import itertools
+
+    from kngflow import api, registry
+
+    if table is None:
+        return (), {}
+    table = _check_table(table, "grid.problem")
+    if not table:
+        raise SpecError("grid.problem", "is empty; give one list of values per problem option, e.g. d = [8, 16, 32]")
+    allowed = [o for o in api.problem_options(registry.problem_class(pname)) if o not in ptable]
+    axes = []
+    for key, values in table.items():
+        where = f"grid.problem.{key}"
+        if key in ptable:
+            raise SpecError(where, f"is also set in [problem] ({key} = {ptable[key]!r}); give it in one place "
+                            f"(grid axes allowed here: {allowed})")
+        if key in RESERVED_AXES:
+            raise SpecError(where, f"{key!r} is a store dimension or variable, not a problem option; allowed: {allowed}")
+        if key not in api.problem_options(registry.problem_class(pname)):
+            raise SpecError(where, f"unknown option of problem {pname!r}; allowed options: {allowed}")
+        if not isinstance(values, list) or not values:
+            raise SpecError(where, f"must be a non-empty list of values of option {key!r}, got {values!r}")
+        seen = []
+        for i, v in enumerate(values):
+            if isinstance(v, dict):
+                raise SpecError(f"{where}[{i}]", f"must be a value of option {key!r}, not a table")
+            canon = json.dumps(_jsonable(v), sort_keys=True)
+            if canon in seen:
+                raise SpecError(where, f"values must be distinct, got {values!r}")
+            seen.append(canon)
+        axes.append((key, tuple(values)))
+    # each value on its own (the other axes at their first value): the error names the value
+    base = {name: vals[0] for name, vals in axes}
+    for name, vals in axes:
+        for i, v in enumerate(vals):
+            try:
+                api.get_problem(pname, **ptable, **{**base, name: v})
+            except (TypeError, ValueError) as exc:
+                raise SpecError(f"grid.problem.{name}[{i}]", f"{name} = {v!r} is rejected by problem {pname!r}: "
+                                f"{exc}") from None
+            except Exception as exc:  # noqa: BLE001 - a plug-in's constructor
+                raise SpecError(f"grid.problem.{name}[{i}]", f"problem {pname!r} failed to build with {name} = "
+                                f"{v!r}: {type(exc).__name__}: {exc}") from None
+    problems = {}
+    for point in itertools.product(*(vals for _, vals in axes)):
+        options = {**ptable, **dict(zip((n for n, _ in axes), point))}
+        try:
+            problems[tuple(point)] = api.get_problem(pname, **options)
+        except Exception as exc:  # noqa: BLE001 - a combination the problem rejects
+            raise SpecError("grid.problem", f"problem {pname!r} rejects the combination "
+                            f"{_point_text(tuple(axes), point)}: {exc}") from None
+    return tuple(axes), problems
 
 
 # --------------------------------------------------------------------------- reduced runs
@@ -491,7 +623,8 @@ def apply_overrides(spec: Spec, *, n: str | None = None, epsilon: str | None = N
             if value > LIMITS["n"] and not spec.allow_extreme:
                 raise SpecError("--n", f"n = {value} is beyond the limit {LIMITS['n']:.0e}{hint}")
             try:
-                spec.problem().check_n(value)
+                for point in spec.axis_points():
+                    spec.problem(point).check_n(value)
             except (TypeError, ValueError) as exc:
                 raise SpecError("--n", str(exc)) from None
             ns.append(value)

@@ -28,13 +28,21 @@ __all__ = ["Cell", "simulate_data", "release_cell", "compute_block", "failed_blo
 
 
 @functools.lru_cache(maxsize=8)
-def _context(spec_text: str):
-    spec = parse_spec(spec_text)
-    return spec, spec.problem(), spec.build_mechanisms()
+def _spec(spec_text: str):
+    return parse_spec(spec_text)
 
 
-def _record(label: str, n: int, eps: float, rep: int, message: str) -> dict:
-    return {"mechanism": str(label), "n": int(n), "epsilon": float(eps), "replicate": int(rep), "message": message}
+@functools.lru_cache(maxsize=64)
+def _context(spec_text: str, point: tuple = ()):
+    """``(spec, problem, mechanisms)`` at ``point`` of the problem axes (``()``: a spec without them)."""
+    spec = _spec(spec_text)
+    point = tuple(point) or None
+    return spec, spec.problem(point), spec.build_mechanisms(point)
+
+
+def _record(label: str, n: int, eps: float, rep: int, message: str, axes: tuple = ()) -> dict:
+    return {**{str(k): v for k, v in axes}, "mechanism": str(label), "n": int(n), "epsilon": float(eps),
+            "replicate": int(rep), "message": message}
 
 
 def timeout_message(seconds: float) -> str:
@@ -57,7 +65,8 @@ def _check_here(expect: dict) -> None:
 class Cell(NamedTuple):
     """One computed cell, as the store holds it (:func:`release_cell`).
 
-    ``estimate`` (float64, shape ``(d,)``), ``error``, ``seconds`` (wall time of the
+    ``estimate`` (float64, shape ``(d,)``: the problem's own ``d``, before any NaN padding of a
+    store with problem axes), ``error``, ``seconds`` (wall time of the
     release), ``diagnostics`` (the mechanism's declared diagnostics, ``name -> stored value``,
     in declaration order) and ``release`` (the mechanism's :class:`~kngflow.mechanisms.base.Release`
     itself, with its whole ``info``).
@@ -70,13 +79,19 @@ class Cell(NamedTuple):
     release: object
 
 
-def simulate_data(spec, problem, n: int, replicate: int):
-    """The simulated data set of ``(n, replicate)``: the one every (mechanism, ε) of that
-    replicate sees, on its stable stream (:func:`kngflow.sweep.seeds.data_rng`)."""
-    return problem.simulate(n, seeds.data_rng(spec.seed, spec.problem_name, n, replicate))
+def _axes(spec, point) -> tuple:
+    return spec.axis_items(tuple(point)) if point and hasattr(spec, "axis_items") else ()
 
 
-def release_cell(spec, problem, mechanism, stats, n: int, replicate: int, label: str, epsilon: float) -> Cell:
+def simulate_data(spec, problem, n: int, replicate: int, point: tuple = ()):
+    """The simulated data set of ``(n, replicate)`` (at ``point`` of the problem axes): the one
+    every (mechanism, ε) of that replicate sees, on its stable stream
+    (:func:`kngflow.sweep.seeds.data_rng`)."""
+    return problem.simulate(n, seeds.data_rng(spec.seed, spec.problem_name, n, replicate, _axes(spec, point)))
+
+
+def release_cell(spec, problem, mechanism, stats, n: int, replicate: int, label: str, epsilon: float,
+                 point: tuple = ()) -> Cell:
     """Release ``mechanism`` (labelled ``label``) at ``epsilon`` on the data ``stats`` of
     ``(n, replicate)``, on the cell's stable stream (:func:`kngflow.sweep.seeds.release_rng`).
 
@@ -85,7 +100,7 @@ def release_cell(spec, problem, mechanism, stats, n: int, replicate: int, label:
     (the mechanism's, a wrong shape, an undeclared diagnostic value) propagates.
     """
     d = int(problem.d)
-    rng = seeds.release_rng(spec.seed, spec.problem_name, n, replicate, label, epsilon)
+    rng = seeds.release_rng(spec.seed, spec.problem_name, n, replicate, label, epsilon, _axes(spec, point))
     t0 = time.perf_counter()
     rel = mechanism.release(stats, epsilon=epsilon, rng=rng)
     dt = time.perf_counter() - t0
@@ -117,9 +132,12 @@ def compute_block(
     t_start = time.perf_counter()
     if expect is not None:
         _check_here(expect)
-    spec, problem, mechanisms = _context(spec_text)
+    point = tuple(getattr(task, "point", ()))
+    spec, problem, mechanisms = _context(spec_text, point)
+    axes = _axes(spec, point)
     M, E, R = len(labels), len(epsilons), task.stop - task.start
-    d = int(problem.d)
+    d = int(spec.coef_width()) if point else int(problem.d)  # the store's coef (NaN-padded past problem.d)
+    own = int(problem.d)
     need = np.ones((M, E, R), dtype=bool) if task.need is None else task.need
     cells = st.empty_cells((M, E, R), d, _cell_variables(mechanisms))
     data_vars = _data_variables(problem)
@@ -140,9 +158,12 @@ def compute_block(
             late = timeout_message(timeout)
         if late is None:
             try:
-                stats = simulate_data(spec, problem, task.n, rep)
+                stats = simulate_data(spec, problem, task.n, rep, point)
                 for v, value in problem.data_summary(stats).items():
-                    data[v][j] = value
+                    if np.ndim(value) and own < d:
+                        data[v][j, :own] = value
+                    else:
+                        data[v][j] = value
                 simulated[j] = True
             except Exception as exc:  # noqa: BLE001 - recorded per cell
                 stats, reason = None, "simulate: " + _message(exc)
@@ -154,16 +175,16 @@ def compute_block(
                     late = timeout_message(timeout)
                 if late is not None or stats is None:
                     failed[a, b, j] = 1
-                    failures.append(_record(labels[a], task.n, epsilons[b], rep, late or reason))
+                    failures.append(_record(labels[a], task.n, epsilons[b], rep, late or reason, axes))
                     continue
                 label, eps = labels[a], epsilons[b]
                 try:
-                    cell = release_cell(spec, problem, mechs[a], stats, task.n, rep, label, eps)
+                    cell = release_cell(spec, problem, mechs[a], stats, task.n, rep, label, eps, point)
                 except Exception as exc:  # noqa: BLE001 - recorded per cell
                     failed[a, b, j] = 1
-                    failures.append(_record(label, task.n, eps, rep, _message(exc)))
+                    failures.append(_record(label, task.n, eps, rep, _message(exc), axes))
                     continue
-                est[a, b, j] = cell.estimate
+                est[a, b, j, :own] = cell.estimate
                 err[a, b, j] = cell.error
                 sec[a, b, j] = cell.seconds
                 for (arr, _), v in zip(declared[a], cell.diagnostics.values()):
@@ -178,19 +199,21 @@ def compute_block(
         data=data,
         data_mask=None if simulated.all() else simulated,
         failures=failures,
+        at=tuple(getattr(task, "at", ())),
     )
 
 
-def failed_block(labels, epsilons, d: int, task: Task, message: str) -> st.Block:
+def failed_block(labels, epsilons, d: int, task: Task, message: str, axis_names: tuple = ()) -> st.Block:
     """Client side: a task that did not return marks its missing cells failed with ``message``."""
     M, E, R = len(labels), len(epsilons), task.stop - task.start
     cells = st.empty_cells((M, E, R), d)
     need = np.ones((M, E, R), dtype=bool) if task.need is None else task.need
     cells["failed"][need] = 1
+    axes = tuple(zip(axis_names, task.point)) if axis_names else ()
     records = [
-        _record(labels[a], task.n, epsilons[b], task.replicates[j], message) for a, b, j in zip(*np.nonzero(need))
+        _record(labels[a], task.n, epsilons[b], task.replicates[j], message, axes) for a, b, j in zip(*np.nonzero(need))
     ]
-    return st.Block(task.n_index, task.start, task.stop, cells, mask=task.need, failures=records)
+    return st.Block(task.n_index, task.start, task.stop, cells, mask=task.need, failures=records, at=tuple(task.at))
 
 
 def _store_axes(meta):
@@ -200,7 +223,7 @@ def _store_axes(meta):
 def mark_task_failed(store_path, meta, task: Task, message: str) -> list[dict]:
     """Flag the missing cells of ``task`` failed with ``message`` in the store (without Dask)."""
     labels, epsilons = _store_axes(meta)
-    block = failed_block(labels, epsilons, len(meta.coords["coef"]), task, message)
+    block = failed_block(labels, epsilons, len(meta.coords["coef"]), task, message, meta.axes)
     st.write_blocks(store_path, [block])
     return block.failures
 
