@@ -293,6 +293,8 @@ def cmd_run(args) -> int:
 
 
 def cmd_plan(args) -> int:
+    import time
+
     from kngflow.store import StoreError
     from kngflow.sweep.launch import estimate_run
 
@@ -309,7 +311,9 @@ def cmd_plan(args) -> int:
         if damage:
             _err(damage)
             return EXIT_BAD_INPUT
+        started = time.perf_counter()
         est = estimate_run(spec, args.store, args.task_seconds, args.workers)[1]
+        calibration = time.perf_counter() - started
     except StoreError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
@@ -317,7 +321,12 @@ def cmd_plan(args) -> int:
         from kngflow.sweep.spec import describe_overrides
 
         print(f"plan: reduced run of {args.spec}: {describe_overrides(spec.overrides)}")
-    for line in est.lines(args.workers) + (est.cluster_lines(args.workers) if args.workers else []):
+    startup = None
+    if args.workers:
+        from kngflow.sweep.plan import startup_seconds
+
+        startup = startup_seconds(args.workers, calibration)
+    for line in est.lines(args.workers, startup) + (est.cluster_lines(args.workers) if args.workers else []):
         print(line)
     why = est.too_big()
     if why:

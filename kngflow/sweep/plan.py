@@ -36,6 +36,7 @@ __all__ = [
     "default_chunks",
     "default_task_timeout",
     "scaled_cost",
+    "startup_seconds",
     "MAX_TASK_RATE",
 ]
 
@@ -247,9 +248,30 @@ def calibrate(spec, *, budget: float = 3.0, task_seconds: float = 1.0) -> CostMo
 
 
 def _calibrate(spec, budget: float, task_seconds: float) -> CostModel:
-    problem = spec.problem()
     mechanisms = spec.build_mechanisms()
+    points = spec.axis_points() if hasattr(spec, "axis_points") else [None]
     rng = np.random.default_rng(12345)
+    measured = [_calibrate_point(spec, spec.problem(p) if p is not None else spec.problem(), mechanisms, rng,
+                                 budget / len(points)) for p in points]
+    per_row = float(np.mean([m[0] for m in measured]))
+    per_data = float(np.mean([m[1] for m in measured]))
+    per_release = {}
+    for label in mechanisms:
+        found = [m[2][label] for m in measured if label in m[2]]
+        if found:
+            ends = [(f[0], f[-1]) for f in found]
+            per_release[label] = tuple((ends[0][j][0], float(np.mean([e[j][1] for e in ends if e[j][0] == ends[0][j][0]])))
+                                       for j in range(2))
+    default = max((p[0][1] for p in per_release.values()), default=CostModel.default_release)
+    return CostModel(per_row=per_row, per_data=per_data, default_release=default, per_release=per_release,
+                     task_seconds=task_seconds)
+
+
+def _calibrate_point(spec, problem, mechanisms, rng, budget: float) -> tuple[float, float, dict]:
+    """``(per_row, per_data, {label: [(n, seconds), ...]})`` of one problem (one point of the
+    problem axes): the model's terms where it is the only one.  With problem axes the model
+    holds their mean over the points, so that an estimate (which multiplies by the number of
+    points) sums them."""
     n0, n1 = int(min(spec.n)), int(min(max(spec.n), 200_000))
 
     def best(f, k=3):
@@ -288,10 +310,31 @@ def _calibrate(spec, budget: float, task_seconds: float) -> CostModel:
             if times:
                 points.append((n, float(np.mean(times))))
         if points:
-            per_release[label] = (points[0], points[-1])
-    default = max((p[0][1] for p in per_release.values()), default=CostModel.default_release)
-    return CostModel(per_row=per_row, per_data=per_data, default_release=default, per_release=per_release,
-                     task_seconds=task_seconds)
+            per_release[label] = points
+    return per_row, per_data, per_release
+
+
+def startup_seconds(workers: int, calibration: float) -> float:
+    """Seconds a ``kngflow run`` on ``workers`` local workers spends outside its tasks.
+
+    The run's own imports, then the local cluster's scheduler and ``workers`` worker
+    processes, each a fresh interpreter importing Dask and kngflow (started together, so
+    ``ceil((workers + 1) / cores)`` imports long on this machine's cores); its calibration
+    (``calibration``: as long as the plan's); one second for the store's creation and the
+    cluster's close.  An import is timed here, by a fresh interpreter importing what a
+    worker imports (about a second on an idle 2-core machine, more on a busy one).  Without
+    this the plan's estimate of a short run was 0.03 of its wall time (a PCA study computing
+    for 1.6 s in a run of 9.6 s).
+    """
+    import os
+    import subprocess
+    import sys
+
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import distributed, kngflow.sweep.task"], capture_output=True, check=False)
+    imports = time.perf_counter() - t
+    cores = os.cpu_count() or 1
+    return calibration + imports * (1 + math.ceil((workers + 1) / cores)) + 1.0
 
 
 # --------------------------------------------------------------------------- estimate
@@ -308,12 +351,18 @@ class Estimate:
     number_bytes: int  # bytes of the numbers the store holds
     store_files: int
 
-    def lines(self, workers: int | None = None) -> list[str]:
+    def lines(self, workers: int | None = None, startup: float | None = None) -> list[str]:
+        """The plan's lines; with ``workers``, the compute spread over them, and with
+        ``startup`` (:func:`startup_seconds`) the wall time of a run on that many local workers."""
         par = f", {_duration(self.compute_seconds / workers)} on {workers} workers" if workers else ""
+        wall = ([f"plan: wall ≈ {_duration(self.compute_seconds / workers + startup)} on {workers} local workers "
+                 f"({_duration(startup)} of it starting the cluster and calibrating)"]
+                if workers and startup is not None else [])
         return [
             f"plan: {self.cells} cells, {self.to_compute} to compute in {self.tasks} tasks "
             f"(longest ≈ {_duration(self.max_task_seconds)})",
             f"plan: compute ≈ {_duration(self.compute_seconds)} on one core{par}",
+            *wall,
             f"plan: task timeout {default_task_timeout(self):g} s by default; peak memory ≈ {_size(self.worker_bytes)} per worker; store ≈ {_size(self.number_bytes)} "
             f"in ≈ {self.store_files} files",
         ]
