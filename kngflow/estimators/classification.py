@@ -88,8 +88,9 @@ class LogisticRegression(_LinearClassifier):
         branch wherever it leaves the noise more of ε, both rules ε-DP — as printed, ε = 0.5
         at n = 398, ``C = 1`` leaves the noise ε' = 0.054 and held-out accuracy 0.51, against 0.67),
         was the most accurate pure-ε kind on unit-ball rows of breast cancer at ε = 0.5 and 2,
-        and a release takes about 0.1 s; "kng" (K-norm gradient) takes 1.5 s hardened on
-        separable data.  (ε, δ) kinds ("noisy_gd", "dpsgd") spend their δ.
+        and a release takes about 0.1 s; "kng" (K-norm gradient) takes about 1.2 s on
+        separable data (Metropolis, hardened or not: its law's mass is then at the edge of
+        the parameter ball, out of the gradient map's reach).  (ε, δ) kinds ("noisy_gd", "dpsgd") spend their δ.
     data_norm : {"l2", "l1", "linf"}, default "l2"; radius : float > 0, default 1
         The declared public record domain ``{||x||_data_norm <= radius}`` of the covariates.
         Rows outside it raise ValueError (rescale with public bounds first; nothing is clipped).

@@ -168,10 +168,13 @@ class KNG(GenericKNG):
     quarter of them are accepted).  At ``n = 10^6``, ``m = 7``, ε = 1 nearly every map
     proposal is accepted and a release costs about as much as extended objective
     perturbation's solve.  Where no proposal falls inside ``Theta`` in ``max_tries``,
-    ``"auto"`` falls back to the Metropolis chain, which targets the same law.
+    ``"auto"`` falls back to the Metropolis chain, which targets the same law; so does a
+    data set whose loss has no minimiser inside ``Theta`` (separated records: the law's
+    mass is a ridge running to the edge of ``Theta``, which the map hardly reaches —
+    :func:`~kngflow.kernels.gradient_map.gradient_map_chain`).
 
-    Hardened (``hardened=True``): the map frozen at the minimiser proposes, the exact
-    density accepts, and the final state is certified in double-double and snapped on a
+    Hardened (``hardened=True``): the map frozen at the minimiser proposes (Metropolis on
+    a dyadic lattice where there is none inside ``Theta``), the exact density accepts, and the final state is certified in double-double and snapped on a
     grid of at most ``1/16`` of the public spread ``1/(a n lambda)``, ``lambda = R_2^2 / 4``
     (:meth:`~kngflow.mechanisms.generic.GenericKNG.release_gradient_map_hardened`,
     :meth:`hessian_norm_bound`).
