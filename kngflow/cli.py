@@ -181,7 +181,8 @@ def _add_overrides(parser) -> None:
 
 def _load_spec(args):
     """The spec of ``args.spec`` with the command line's grid overrides; None after one error line."""
-    from kngflow.sweep.spec import SpecError, apply_overrides, load_spec
+    from kngflow.sweep.overrides import apply_overrides
+    from kngflow.sweep.spec import SpecError, load_spec
 
     try:
         spec = load_spec(args.spec)
@@ -269,7 +270,7 @@ def cmd_run(args) -> int:
         return EXIT_BAD_INPUT
 
     if spec.overrides:
-        from kngflow.sweep.spec import describe_overrides
+        from kngflow.sweep.overrides import describe_overrides
 
         print(f"reduced run of {args.spec}: {describe_overrides(spec.overrides)}", flush=True)
     from kngflow.sweep.launch import RunRefused, launch_run
@@ -318,7 +319,7 @@ def cmd_plan(args) -> int:
         _err(str(exc))
         return EXIT_BAD_INPUT
     if spec.overrides:
-        from kngflow.sweep.spec import describe_overrides
+        from kngflow.sweep.overrides import describe_overrides
 
         print(f"plan: reduced run of {args.spec}: {describe_overrides(spec.overrides)}")
     startup = None

@@ -26,7 +26,9 @@ other axes: if the statistic behaves like ``d^a / n^b``, the slope along ``d`` a
 
 :func:`load_claims` validates a file (one-line :class:`ClaimsError` naming the claim, the
 field and what is allowed); :func:`evaluate_claims` checks the claims against a store and
-returns one :class:`Verdict` per claim; :func:`verdict_table` renders them as Markdown.
+returns one :class:`Verdict` per claim; :func:`verdict_table` renders them as Markdown.  The
+file's language lives in :mod:`kngflow.analysis.claims_file`, the statistics of a cell with
+their influence values in :mod:`kngflow.analysis.cell_stats`; this module decides the verdicts.
 
 Uncertainty.  Every statistic is a smooth functional of the replicates of a cell, so it has
 an influence value ``psi_i`` per replicate (mean: ``x_i - mean``; RMSE: ``(x_i^2 - mse) /
@@ -55,9 +57,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -65,6 +65,9 @@ import xarray as xr
 from scipy import special
 
 from . import summaries as _s
+from .cell_stats import MIN_REPLICATES, StoreStatistics, cell_statistic, monte_carlo_se
+from .claims_file import (CLAIM_TYPES, STATISTICS, Claim, ClaimsError, default_claims_path, load_claims,
+                          parse_claims)
 
 __all__ = [
     "CLAIM_TYPES",
@@ -85,63 +88,10 @@ __all__ = [
 ]
 
 VERDICTS = ("agrees", "disagrees", "inconclusive")
-#: A comparison needs at least this many (paired) finished replicates; with fewer its
-#: Monte Carlo SE is too rough for a z-interval and the comparison stays undecided.
-MIN_REPLICATES = 10
-
-#: statistic -> (which direction is better, its contrast scale, what it is)
-STATISTICS: dict[str, tuple[str, str]] = {
-    "mean_error": ("lower", "mean of the error over replicates"),
-    "median_error": ("lower", "median of the error over replicates (McKean-Schrader SE)"),
-    "rmse": ("lower", "root mean square of the error over replicates"),
-    "coverage": ("higher", ("average fraction of slopes (coef >= 1) inside the non-private 95% CI "
-                            "(Awan-Slavkovic Algorithm 4)")),
-}
-
-_COMMON = {"id", "type", "source", "statement", "statistic", "n", "epsilon", "level", "at"}
-#: claim type -> (required fields, optional fields, what it checks)
-CLAIM_TYPES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
-    "ordering": (("mechanisms",), (), "mechanisms[0] better than mechanisms[1] better than ... at every selected cell"),
-    "ratio": (("numerator", "denominator"), ("min", "max"),
-              "statistic(numerator) / statistic(denominator) within [min, max] at every selected cell"),
-    "reaches": (("mechanism",), ("target", "tolerance"),
-                ("mechanism no worse than target (default: the non-private reference) by more than "
-                 "the relative tolerance (default 0.1) at every selected cell")),
-    "epsilon_factor": (("mechanism", "target"), ("factor", "tolerance"),
-                       ("mechanism at epsilon at least as good as target at factor*epsilon (default 2), "
-                        "within the relative tolerance (default 0.1)")),
-    "slope": (("mechanism",), ("min", "max", "along"),
-              ("log-log slope of the statistic against n, or against the problem axis `along` at fixed n "
-               "(WLS, weights 1/SE^2), within [min, max] per epsilon (and n, point of the other axes)")),
-    "value": (("mechanism",), ("min", "max"),
-              ("the statistic of the mechanism itself within [min, max] at every selected cell (an absolute "
-               "band: a miss rate near its nominal level)")),
-}
 
 
 class _NotInStore(Exception):
     """A claim's n or epsilon is not in the store's grid (a reduced run): inconclusive there."""
-
-
-class ClaimsError(ValueError):
-    """A claims file that cannot be read or does not fit the store (one line)."""
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One validated claim (see the module docstring for the fields)."""
-
-    id: str
-    type: str
-    source: str
-    statement: str
-    statistic: str
-    fields: dict[str, Any] = field(default_factory=dict)
-    n: tuple[int, ...] | None = None
-    epsilon: tuple[float, ...] | None = None
-    level: float = 0.95
-    #: selection on the store's problem axes: ``{axis: (value, ...)}`` (empty: every point)
-    at: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -163,247 +113,12 @@ class Verdict:
                 "statistic": self.statistic, "summary": self.summary, "z": self.z, "numbers": self.numbers}
 
 
-# --------------------------------------------------------------------------
-# loading
-# --------------------------------------------------------------------------
-def _num_list(value, what: str, where: str, integer: bool = False) -> tuple:
-    vals = value if isinstance(value, list) else [value]
-    out = []
-    for v in vals:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and float(v) != int(v)):
-            raise ClaimsError(f"{where}: {what} must be {'an integer' if integer else 'a number'} or a list of them, "
-                              f"got {v!r}")
-        out.append(int(v) if integer else float(v))
-    if not out:
-        raise ClaimsError(f"{where}: {what} is an empty list")
-    return tuple(out)
-
-
-def parse_claims(text: str, source: str = "claims") -> tuple[str | None, list[Claim]]:
-    """Validate the TOML text of a claims file: ``(study or None, claims)``; :class:`ClaimsError` otherwise."""
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ClaimsError(f"{source}: not valid TOML ({exc})") from None
-    unknown = sorted(set(raw) - {"study", "claims", "level"})
-    if unknown:
-        raise ClaimsError(f"{source}: unknown top-level field {unknown[0]!r}; allowed: claims, level, study")
-    study = raw.get("study")
-    if isinstance(study, list) and study and all(isinstance(x, str) for x in study):
-        study = tuple(study)
-    elif study is not None and not isinstance(study, str):
-        raise ClaimsError(f"{source}: study must be a string or a list of strings (the study and its variants)")
-    entries = raw.get("claims")
-    if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
-        raise ClaimsError(f"{source}: no [[claims]] tables")
-    default_level = raw.get("level", 0.95)
-    claims, seen = [], set()
-    for i, e in enumerate(entries, 1):
-        cid = e.get("id")
-        where = f"{source}: claim {cid!r}" if isinstance(cid, str) and cid else f"{source}: claim #{i}"
-        if not isinstance(cid, str) or not cid:
-            raise ClaimsError(f"{where}: id is required (a string)")
-        if cid in seen:
-            raise ClaimsError(f"{where}: duplicate id")
-        seen.add(cid)
-        ctype = e.get("type")
-        if ctype not in CLAIM_TYPES:
-            raise ClaimsError(f"{where}: unknown claim type {ctype!r}; allowed: {', '.join(CLAIM_TYPES)}")
-        required, optional, _ = CLAIM_TYPES[ctype]
-        allowed = _COMMON | set(required) | set(optional)
-        extra = sorted(set(e) - allowed)
-        if extra:
-            raise ClaimsError(f"{where}: unknown field {extra[0]!r} for type {ctype!r}; allowed: "
-                              f"{', '.join(sorted(allowed))}")
-        missing = [f for f in required + ("source", "statement", "statistic") if f not in e]
-        if missing:
-            raise ClaimsError(f"{where}: missing field {missing[0]!r} (type {ctype!r} needs "
-                              f"{', '.join(required + ('source', 'statement', 'statistic'))})")
-        stat = e["statistic"]
-        if stat not in STATISTICS:
-            raise ClaimsError(f"{where}: unknown statistic {stat!r}; allowed: {', '.join(STATISTICS)}")
-        for key in ("source", "statement"):
-            if not isinstance(e[key], str):
-                raise ClaimsError(f"{where}: {key} must be a string")
-        fields = {k: e[k] for k in set(required) | set(optional) if k in e}
-        if "along" in fields and (not isinstance(fields["along"], str) or fields["along"] in
-                                  ("mechanism", "epsilon", "replicate", "coef")):
-            raise ClaimsError(f"{where}: along must be 'n' or the name of a problem axis of the store (a string)")
-        at = e.get("at", {})
-        if not isinstance(at, dict) or any(isinstance(v, (dict, bool)) or v == [] for v in at.values()):
-            raise ClaimsError(f"{where}: at must be a table of problem-axis values, e.g. at = {{ d = [16, 32] }}")
-        at = {str(k): tuple(v if isinstance(v, list) else [v]) for k, v in at.items()}
-        for key in ("mechanism", "target", "numerator", "denominator"):
-            if key in fields and not isinstance(fields[key], str):
-                raise ClaimsError(f"{where}: {key} must be a mechanism label (a string)")
-        if "mechanisms" in fields:
-            m = fields["mechanisms"]
-            if not isinstance(m, list) or len(m) < 2 or not all(isinstance(x, str) for x in m):
-                raise ClaimsError(f"{where}: mechanisms must be a list of at least two labels, best first")
-        for key in ("min", "max", "tolerance", "factor"):
-            if key in fields:
-                fields[key] = _num_list(fields[key], key, where)[0]
-        if ctype in ("ratio", "slope", "value") and "min" not in fields and "max" not in fields:
-            raise ClaimsError(f"{where}: type {ctype!r} needs min, max or both")
-        if fields.get("tolerance", 0.0) < 0 or fields.get("factor", 1.0) <= 0:
-            raise ClaimsError(f"{where}: tolerance must be >= 0 and factor > 0")
-        level = e.get("level", default_level)
-        if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
-            raise ClaimsError(f"{where}: level must lie in (0, 1), got {level!r}")
-        claims.append(Claim(
-            id=cid, type=ctype, source=e["source"], statement=e["statement"], statistic=stat, fields=fields,
-            n=_num_list(e["n"], "n", where, integer=True) if "n" in e else None,
-            epsilon=_num_list(e["epsilon"], "epsilon", where) if "epsilon" in e else None,
-            level=float(level),
-            at=at,
-        ))
-    return study, claims
-
-
-def load_claims(path: str | os.PathLike) -> tuple[str | None, list[Claim]]:
-    """Read and validate a claims file: ``(study or None, claims)``."""
-    p = Path(path)
-    if not p.is_file():
-        raise ClaimsError(f"claims file {p} does not exist")
-    return parse_claims(p.read_text(encoding="utf-8"), source=str(p))
-
-
-def default_claims_path(ds: xr.Dataset, store_path: str | os.PathLike | None = None) -> Path | None:
-    """The claims file of the study a store came from, if there is one.
-
-    The store records its spec's ``name`` (attribute ``title``); the file is ``NAME.claims.toml``
-    looked for in ``workflows/`` under the current directory, beside the store, and in the
-    ``workflows/`` directory beside the installed package's source tree (in that order), or
-    else a claims file there whose ``study`` list names the study (a variant of a study,
-    such as its hardened run, shares the study's claims).
-    """
-    name = str(ds.attrs.get("title") or "").strip()
-    if not name:
-        return None
-    fname = f"{name}.claims.toml"
-    places = [Path.cwd() / "workflows" / fname]
-    if store_path is not None:
-        places.append(Path(store_path).resolve().parent / fname)
-    places.append(Path(__file__).resolve().parents[2] / "workflows" / fname)
-    for p in places:
-        if p.is_file():
-            return p
-    for folder in dict.fromkeys(p.parent for p in places):  # a variant named by another study's file
-        for p in sorted(folder.glob("*.claims.toml")) if folder.is_dir() else ():
-            try:
-                study = tomllib.loads(p.read_text(encoding="utf-8")).get("study")
-            except (OSError, tomllib.TOMLDecodeError):
-                continue
-            if isinstance(study, list) and name in study:
-                return p
-    return None
-
-
-# --------------------------------------------------------------------------
-# statistics with influence values
-# --------------------------------------------------------------------------
-class StoreStatistics:
-    """The store's arrays a claim needs, loaded once: per (mechanism, n, epsilon, replicate)."""
-
-    def __init__(self, ds: xr.Dataset) -> None:
-        for name in ("error", "done"):
-            if name not in ds.variables:
-                raise ClaimsError(f"the store has no variable {name!r}: claims need 'error' and 'done'")
-        self.ds = ds
-        self.labels = [str(m) for m in ds["mechanism"].values]
-        self.n = [int(v) for v in ds["n"].values]
-        self.eps = [float(v) for v in ds["epsilon"].values]
-        #: the store's problem axes (dims of ``done`` before mechanism) and their values
-        self.axes = tuple(str(d) for d in ds["done"].dims if d not in _CELLS)
-        self.axis_values = {a: [_plain(v) for v in ds[a].values] for a in self.axes}
-        self.dims = self.axes + _CELLS
-        done = (ds["done"] == 1).transpose(*self.dims).values
-        err = ds["error"].transpose(*self.dims).values.astype(float)
-        self.error = np.where(done & np.isfinite(err), err, np.nan)
-        self._coverage: np.ndarray | None = None
-
-    def values(self, statistic: str) -> np.ndarray:
-        if statistic != "coverage":
-            return self.error
-        if self._coverage is None:
-            ds = self.ds
-            ref = _s.reference_label(ds, required=False)
-            se_name = _s.reference_stderr(ds)
-            if ref is None or not se_name or se_name not in ds or "estimate" not in ds:
-                raise ClaimsError("statistic 'coverage' needs a non-private reference mechanism, 'estimate' and the "
-                                  "problem's standard-error variable in the store; allowed here: "
-                                  + ", ".join(s for s in STATISTICS if s != "coverage"))
-            slopes = slice(1, None) if ds.sizes.get("coef", 1) > 1 else None
-            est = _s.masked(ds, "estimate")
-            if slopes is not None:
-                est = est.isel(coef=slopes)
-            se = ds[se_name].isel(coef=slopes) if slopes is not None else ds[se_name]
-            diff = abs(est - est.sel(mechanism=ref, drop=True))
-            valid = (diff.notnull() & se.notnull()).all("coef")
-            frac = (diff <= 1.959963984540054 * se).astype(float).mean("coef")
-            frac = xr.where(valid, frac, np.nan).transpose(*self.dims)
-            self._coverage = np.asarray(frac.values, dtype=float)
-        return self._coverage
-
-    def index(self, label: str, n: int, eps: float, at: tuple = ()) -> tuple[int, ...]:
-        return tuple(at) + (self.labels.index(label), self.n.index(n), self.eps.index(eps))
-
-    def points(self) -> list[tuple[tuple, tuple]]:
-        """``(indices, values)`` of every point of the problem axes (``[((), ())]`` without axes)."""
-        return [(tuple(i), tuple(self.axis_values[a][k] for a, k in zip(self.axes, i)))
-                for i in itertools.product(*(range(len(self.axis_values[a])) for a in self.axes))]
-
-
-_CELLS = ("mechanism", "n", "epsilon", "replicate")
-
-
-def _plain(v):
-    v = v.item() if hasattr(v, "item") else v
-    return v
-
-
 def _same_value(a, b) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
         return abs(float(a) - float(b)) <= 1e-12 * max(1.0, abs(float(b)))
     return str(a) == str(b)
 
 
-def cell_statistic(x: np.ndarray, statistic: str) -> tuple[float, np.ndarray]:
-    """``(value, psi)`` of ``statistic`` over the replicates ``x`` (NaN = missing): the value and
-    the per-replicate influence values (NaN where ``x`` is), whose SD over ``sqrt(k)`` is the
-    Monte Carlo SE."""
-    x = np.asarray(x, dtype=float)
-    ok = np.isfinite(x)
-    k = int(ok.sum())
-    psi = np.full(x.shape, np.nan)
-    if k == 0:
-        return math.nan, psi
-    v = x[ok]
-    if statistic in ("mean_error", "coverage"):
-        value = float(v.mean())
-        psi[ok] = v - value
-    elif statistic == "rmse":
-        mse = float(np.mean(v**2))
-        value = math.sqrt(mse)
-        psi[ok] = (v**2 - mse) / (2 * value) if value > 0 else 0.0
-    elif statistic == "median_error":
-        value = float(np.median(v))
-        se = float(_s._median_se_last(v[None, :])[0]) if k >= 3 else math.nan
-        psi[ok] = np.sign(v - value) * se * math.sqrt(k)
-    else:
-        raise ClaimsError(f"unknown statistic {statistic!r}; allowed: {', '.join(STATISTICS)}")
-    return value, psi
-
-
-def _se(psi: np.ndarray) -> float:
-    ok = np.isfinite(psi)
-    k = int(ok.sum())
-    return float(np.std(psi[ok], ddof=1) / math.sqrt(k)) if k >= 2 else math.nan
-
-
-# --------------------------------------------------------------------------
-# evaluation
-# --------------------------------------------------------------------------
 def _fmt_n(n: int) -> str:
     return _s.format_n(n)
 
@@ -479,7 +194,7 @@ class _Evaluator:
         if int(both.sum()) < MIN_REPLICATES:
             return va, vb, math.log(va / vb), math.nan
         d = np.where(both, pa / va - pb / vb, np.nan)
-        return va, vb, math.log(va / vb), _se(d)
+        return va, vb, math.log(va / vb), monte_carlo_se(d)
 
     # -- claim types -------------------------------------------------------------
     def evaluate(self, claim: Claim) -> Verdict:
@@ -562,7 +277,7 @@ class _Evaluator:
         """The statistic of one cell against an absolute band, with its Monte Carlo SE."""
         v, psi = self._stat(claim, label, n, e, p[0])
         k = int(np.isfinite(psi).sum())
-        se = _se(psi) if k >= MIN_REPLICATES else math.nan
+        se = monte_carlo_se(psi) if k >= MIN_REPLICATES else math.nan
         return {"cell": f"{label}, n={_fmt_n(n)}, ε={_fmt_e(e)}{self._where(p[1])}", "value": v, "se": se, "min": lo, "max": hi,
                 "strict": False, "form": "level", "k": k}
 
@@ -575,7 +290,7 @@ class _Evaluator:
             x = values[k]
             v, psi = self._stat(claim, label, n, e, idx)
             ks.append(int(np.isfinite(psi).sum()))
-            se = _se(psi) if ks[-1] >= MIN_REPLICATES else math.nan
+            se = monte_carlo_se(psi) if ks[-1] >= MIN_REPLICATES else math.nan
             if not (isinstance(x, (int, float)) and x > 0):
                 raise ClaimsError(f"claim {claim.id!r}: along = {self.data.axes[k]!r} needs positive numbers, "
                                   f"got {x!r}")
@@ -596,7 +311,7 @@ class _Evaluator:
         for n in ns:
             v, psi = self._stat(claim, label, n, e, p[0])
             ks.append(int(np.isfinite(psi).sum()))
-            se = _se(psi) if ks[-1] >= MIN_REPLICATES else math.nan
+            se = monte_carlo_se(psi) if ks[-1] >= MIN_REPLICATES else math.nan
             if v > 0 and math.isfinite(se) and se > 0:
                 xs.append(math.log10(n))
                 ys.append(math.log10(v))

@@ -37,12 +37,13 @@ from . import summaries as _s
 from .declared import error_label, reference_lines
 from .diagnosands import diagnose
 from .figures import figure_coverage_vs_epsilon, figure_error_vs_epsilon, figure_error_vs_n, figure_facets, study_name
-from .sections import (BIAS_FLAG_Z, SMALL_SAMPLE, ReportContext, _diagnosable, _diagnosand_cells, _slope_coefs,
-                       caveat_items, caveats_section, claims_section, completeness_section, contents_section,
-                       coverage_section, coverage_unavailable, diagnosand_section, diagnosand_table,
-                       diagnosands_or_reason, error_table_section, figures_section, glossary_section, grid_words,
-                       ratio_section, ratio_sections, run_date, shown_path, slopes_section, small_sample_banner,
-                       summary_section, title_block)
+from .diagnosand_sections import (BIAS_FLAG_Z, coverage_section, coverage_unavailable, diagnosable, diagnosand_cells,
+                                  diagnosand_section, diagnosand_table, diagnosands_or_reason, slope_coefs)
+from .error_sections import error_table_section, ratio_section, ratio_sections, slopes_section
+from .report_context import SMALL_SAMPLE, ReportContext, small_sample_banner
+from .sections import (caveat_items, caveats_section, claims_section, completeness_section, contents_section,
+                       figures_section, glossary_section, grid_words, run_date, shown_path, summary_section,
+                       title_block)
 
 __all__ = ["write_report", "make_report", "problem_axes", "point_view", "report_markdown", "open_store", "ratio_section", "diagnosand_section",
            "diagnosand_table", "claims_section", "resolve_claims", "REQUIRED_VARIABLES", "missing_variable",
@@ -94,7 +95,7 @@ def _figure_plan(ds: xr.Dataset, summ: xr.Dataset) -> list[tuple[str, str, Any, 
         ("error_vs_epsilon.png", "epsilon", figure_error_vs_epsilon, {"summary": summ},
          f"median error ({label}) over replicates against ε (log2 axis), one panel per n; bars ±1 SE of the "
          "median (McKean–Schrader); " + partial + drawn, None),
-        ("coverage_vs_epsilon.png", "epsilon", figure_coverage_vs_epsilon, {"coefs": _slope_coefs(ds)},
+        ("coverage_vs_epsilon.png", "epsilon", figure_coverage_vs_epsilon, {"coefs": slope_coefs(ds)},
          "average fraction of slopes whose DP estimate lies in the non-private 95% CI against ε, one panel per n; "
          "bars: 68% Wilson interval (±1 SE); " + partial, coverage_unavailable(ds)),
     ]
@@ -296,7 +297,7 @@ def _axes_report(ds: xr.Dataset, store_path, out: Path, html: bool, verdicts, cl
         summ = _s.error_summary(sub).compute()
         figures, notes = _write_figures(sub, summ, folder)
         figures = [(f"{name}/{f}", caption) for f, caption in figures]
-        diag = diagnose(sub).compute() if _diagnosable(sub) is None else None
+        diag = diagnose(sub).compute() if diagnosable(sub) is None else None
         md = report_markdown(sub, summary=summ, info=_s.completeness(sub), figures=figures, notes=notes,
                              store_path=os.fspath(store_path), diagnosands=diag)
         written += [out / f for f, _c in figures]
@@ -338,7 +339,7 @@ def make_report(store_path: str | os.PathLike, out_dir: str | os.PathLike, *, ht
     info = _s.completeness(ds)
     narrow: dict[str, list] | None = {} if html else None
     figures, notes = _write_figures(ds, summ, out, narrow=narrow)
-    diag = diagnose(ds).compute() if _diagnosable(ds) is None else None
+    diag = diagnose(ds).compute() if diagnosable(ds) is None else None
     md = report_markdown(ds, summary=summ, info=info, figures=figures, notes=notes, store_path=os.fspath(store_path),
                          diagnosands=diag, verdicts=verdicts, claims_path=claims_path)
     (out / "report.md").write_text(md, encoding="utf-8")
@@ -358,7 +359,7 @@ def report_html(ds: xr.Dataset, md: str, out_dir: str | os.PathLike, diag: xr.Da
 
     extra = []
     if diag is not None and int(diag["n_valid"].sum()) > 0:
-        shown = {(m, int(n), float(e)) for m, cells in _diagnosand_cells(ds, diag).items() for e, _t, n in cells}
+        shown = {(m, int(n), float(e)) for m, cells in diagnosand_cells(ds, diag).items() for e, _t, n in cells}
         header, rows = diagnosand_table(ds, diag, skip=shown)
         if rows:
             extra.append((

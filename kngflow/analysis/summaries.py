@@ -38,7 +38,7 @@ inflated by ``√(χ²/dof)`` (Birge ratio) and the fit is flagged ``curved``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np

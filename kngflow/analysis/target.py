@@ -8,7 +8,8 @@ import math
 import numpy as np
 import xarray as xr
 
-from .claims import MIN_REPLICATES, STATISTICS, ClaimsError, StoreStatistics, cell_statistic
+from .cell_stats import MIN_REPLICATES, StoreStatistics, cell_statistic
+from .claims_file import STATISTICS, ClaimsError
 from .report import open_store
 from .summaries import format_epsilon, format_n
 

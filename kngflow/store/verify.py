@@ -39,6 +39,7 @@ from .zarrstore import (
     _quiet,
     consolidate,
     read_meta,
+    store_axes,
 )
 
 __all__ = ["Damage", "verify_store", "repair_store", "metadata_damage", "rebuild_metadata", "stored_spec_text"]
@@ -106,11 +107,15 @@ def _meta_problem(file: Path) -> str | None:
 
 def _array_names(path: Path) -> set:
     """Arrays the store should hold: its folders, the ones the root's consolidated metadata
-    names, and every kngflow store's variables and coordinates."""
+    names, the coordinates of the problem axes its root names, and every kngflow store's
+    variables and coordinates."""
     names = {p.name for p in path.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))}
     try:
-        listed = json.loads((path / "zarr.json").read_text()).get("consolidated_metadata") or {}
+        root = json.loads((path / "zarr.json").read_text())
+        listed = root.get("consolidated_metadata") or {}
         names |= {k for k in listed.get("metadata", {}) if "/" not in k and not k.startswith(("_", "."))}
+        attrs = root.get("attributes") or {}
+        names |= {a for a in store_axes(attrs if isinstance(attrs, dict) else {}) if a.isidentifier()}
     except (OSError, ValueError, AttributeError):
         pass
     return names | set(VARIABLES) | set(COORDS) | {"theta_star"}
@@ -335,7 +340,7 @@ def rebuild_metadata(path, template, check: Callable | None = None) -> list[str]
         dims = m.get("dimension_names") or []
         for dim, size, c in zip(dims, m["shape"], m["chunk_grid"]["configuration"]["chunk_shape"]):
             sizes.setdefault(dim, size)
-            if list(dims) != [name]:  # not a coordinate (CELL_DIMS, coef or a problem axis)
+            if list(dims) != [name] and name != "theta_star":  # a variable chunked along the cells
                 chunks.setdefault(dim, c)
     new = {}
     for name in sorted(tnames):
@@ -350,6 +355,8 @@ def rebuild_metadata(path, template, check: Callable | None = None) -> list[str]
             if len(files) > 1:
                 raise fail(file, "the coordinate was extended after the store was made (its chunking is unknown)")
             chunk = shape
+        elif name == "theta_star":  # one chunk, as written at creation: (coef) or (*problem axes, coef)
+            chunk = shape
         else:
             chunk = [chunks.get(d, c) for d, c in zip(dims, m["chunk_grid"]["configuration"]["chunk_shape"])]
         m["shape"], m["chunk_grid"]["configuration"]["chunk_shape"] = shape, chunk
@@ -361,7 +368,7 @@ def rebuild_metadata(path, template, check: Callable | None = None) -> list[str]
     troot = json.loads((template / "zarr.json").read_text())
     troot.pop("consolidated_metadata", None)
     if root in bad:
-        for dim in COORDS:
+        for dim in store_axes(troot.get("attributes") or {}) + COORDS:  # problem axes (if any) first
             try:
                 have = read(dim)
             except Exception as exc:  # noqa: BLE001 - a damaged coordinate chunk

@@ -14,9 +14,10 @@ import numpy as np
 
 from kngflow import store as st
 
+from .overrides import describe_overrides
 from .plan import default_chunks
 from .provenance import package_versions, plugin_classes
-from .spec import Spec, describe_overrides
+from .spec import Spec
 
 __all__ = ["SpecMismatch", "diagnostics", "store_attrs", "check_store", "prepare_store", "store_progress",
            "pilot_problem", "overrides_problem", "stored_overrides"]

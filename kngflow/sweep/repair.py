@@ -5,7 +5,10 @@
 one line what is damaged; with ``repair`` it rebuilds damaged metadata from the spec
 (:func:`rebuild_metadata_from_spec`: a template store made from the spec, a damaged root
 only once the spec recomputes a done cell of each mechanism bit for bit) and clears damaged
-chunks, whose cells the run then recomputes.
+chunks, whose cells the run then recomputes.  A store with problem axes is repaired the same
+way: the template has the spec's axes (their coordinates are checked like ``n``'s, and
+``theta_star`` keeps its ``(*axes, coef)`` chunk), and the cell checked is recomputed at its
+own point of the axes.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ import numpy as np
 from kngflow.store import StoreDamaged, StoreError
 from kngflow.store.verify import rebuild_metadata, repair_store, stored_spec_text, verify_store
 
+from .overrides import apply_overrides
 from .plan import Task
 from .prepare import prepare_store
-from .spec import SpecError, apply_overrides, parse_spec
+from .spec import SpecError, parse_spec
 from .task import compute_block
 
 __all__ = ["damage_problem", "rebuild_metadata_from_spec"]
@@ -92,22 +96,40 @@ def rebuild_metadata_from_spec(spec, store) -> list[str]:
             pass
 
     def check(read):  # the spec must reproduce a done cell of each mechanism: same seed, same mechanisms
-        done = read("done")
+        done = read("done")  # dims: the problem axes (if any), then mechanism, n, epsilon, replicate
         labels, epsilons = [str(x) for x in read("mechanism")], [float(x) for x in read("epsilon")]
         ns, reps = read("n"), read("replicate")
+        axes = tuple(spec.axis_names)  # the template's, whose coordinates the store's equal
+        values = [read(name) for name in axes]
         for a in range(len(labels)):
-            cells = np.argwhere(done[a])
+            cells = np.argwhere(np.take(done, a, axis=len(axes)))  # (*axis indices, n, epsilon, replicate)
             if not len(cells):
                 continue
-            i, e, r = (int(k) for k in cells[0])
+            # the first done cell whose estimate reads (a damaged chunk is cleared after the root is
+            # rebuilt): cells 0, 1, 3, 7, ... and the last, so a few reads reach other chunks
+            for k in sorted({min(2 ** j - 1, len(cells) - 1) for j in range(len(cells).bit_length() + 1)}):
+                try:
+                    stored = read("estimate", tuple(int(x) for x in cells[k][:len(axes)]) + (a,)
+                                  + tuple(int(x) for x in cells[k][len(axes):]))
+                except Exception:  # noqa: BLE001 - a damaged chunk: try a cell further on
+                    continue
+                break
+            else:
+                raise StoreError(f"no done cell of mechanism {labels[a]} has a readable estimate to check the spec "
+                                 "against")
+            *at, i, e, r = (int(x) for x in cells[k])
+            # the run's point: the store's axis values, as Python values (meta.axis_points)
+            point = tuple(v[x].item() if hasattr(v[x], "item") else v[x] for v, x in zip(values, at))
             need = np.zeros((len(labels), len(epsilons), 1), dtype=bool)
             need[a, e, 0] = True
             task = Task(key="rebuild-check", n=int(ns[i]), n_index=i, start=r, stop=r + 1, replicates=reps[r:r + 1],
-                        need=need, missing=1)
+                        need=need, missing=1, at=tuple(at), point=point)
             got = compute_block(spec.text, labels, epsilons, task).cells["estimate"][a, e, 0]
-            if not np.array_equal(got, read("estimate", (a, i, e, r)), equal_nan=True):
-                raise StoreError(f"the spec does not reproduce the store's cell mechanism={labels[a]} n={int(ns[i])} "
-                                 f"eps={epsilons[e]:g} replicate={int(reps[r])}: pass the spec the store was made from")
+            if not np.array_equal(got, stored, equal_nan=True):
+                where = "".join(f"{name}={v} " for name, v in zip(axes, point))
+                raise StoreError(f"the spec does not reproduce the store's cell {where}mechanism={labels[a]} "
+                                 f"n={int(ns[i])} eps={epsilons[e]:g} replicate={int(reps[r])}: pass the spec the "
+                                 "store was made from")
 
     with tempfile.TemporaryDirectory(prefix="kngflow-template-") as tmp:
         template = Path(tmp) / "template.zarr"

@@ -22,7 +22,7 @@ from kngflow import store as st
 from kngflow.cli import main
 from kngflow.sweep import parse_spec, plan_tasks, prepare_store, run_task
 from kngflow.sweep.engine import SpecMismatch, check_store
-from kngflow.sweep.spec import apply_overrides, describe_overrides
+from kngflow.sweep.overrides import apply_overrides, describe_overrides
 
 NOWHERE = "tcp://127.0.0.1:9"  # a refused run must stop before it contacts any scheduler
 
@@ -212,6 +212,7 @@ def test_help_lists_the_flags():
             assert flag in text, (command, flag)
 
 
+@pytest.mark.slow
 def test_kngflow_run_with_overrides(stores, tmp_path, capsys):
     """The real command on one local worker: the overrides' cells, recorded, equal to the full study."""
     spec, full, _ = stores

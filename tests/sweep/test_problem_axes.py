@@ -6,12 +6,19 @@ line naming the field, exit 2, nothing written; the seeds of a spec without prob
 are today's (its hash, and a cell recomputed from the legacy spawn key, bit for bit);
 adding a value to an axis leaves the other values' cells bit-identical; ``kngflow debug
 --cell ...,d=8`` reproduces a stored cell (another d as the negative control); ``kngflow
-export`` has a ``d`` column and reads back to the stored values.
+export`` has a ``d`` column and reads back to the stored values; a damaged chunk or damaged
+metadata of an axis store (the root, an array's, the axis coordinate's, ``theta_star``'s) is
+found, repaired from the spec (a damaged root only by the spec the store was made from: another
+seed and other ``d`` values are the negative controls) and the resumed store equals the
+undamaged run bit for bit, as ``tests/store/test_verify.py`` checks for a store without axes.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -115,7 +122,7 @@ LEGACY_HASHES = {
 
 @pytest.mark.parametrize("name", sorted(LEGACY_HASHES))
 def test_specs_without_problem_axes_keep_their_hash(name):
-    from kngflow.sweep.spec import apply_overrides
+    from kngflow.sweep.overrides import apply_overrides
 
     overrides, digest = LEGACY_HASHES[name]
     spec = apply_overrides(parse_spec((WORKFLOWS / f"{name}.toml").read_text()), **overrides)
@@ -225,3 +232,188 @@ def test_export_has_the_axis_column_and_round_trips(study, tmp_path):
         est = ds["estimate"].sel(cell).values
         got = np.array([getattr(row, f"estimate_{j}") for j in range(8)])
         assert np.array_equal(est, got, equal_nan=True)
+
+
+# --------------------------------------------------------------------------- damage and repair
+#: ``kngflow run``'s options where a test runs it (refused runs stop before a cluster starts)
+RUN = ("--workers", 1, "--no-dashboard", "--no-progress")
+
+
+def _copy(study, tmp_path) -> Path:
+    store = tmp_path / "s.zarr"
+    shutil.copytree(study[1], store)
+    return store
+
+
+def _one_line(r) -> str:
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kngflow: error: "), r.stderr
+    return lines[0]
+
+
+def _undo(store, replicate: int) -> None:
+    """Mark the cells of one replicate not done (at every d), as an interrupted run leaves them."""
+    import zarr
+
+    done = zarr.open_group(str(store), mode="r+", use_consolidated=False)["done"]
+    flags = done[...]
+    flags[..., replicate] = 0
+    done[...] = flags
+
+
+def _repair(store, spec_path) -> list[str]:
+    """``kngflow run --repair``'s repair (:func:`~kngflow.sweep.repair.damage_problem`), in this
+    process; the lines it logs.  The run then resumes with :func:`run_here`."""
+    from kngflow.sweep.repair import damage_problem
+
+    assert "is damaged" in damage_problem(store)
+    lines = []
+    assert damage_problem(store, repair=True, spec=parse_spec(spec_path.read_text()), log=lines.append) is None, lines
+    assert damage_problem(store) is None
+    return lines
+
+
+def assert_same_store(good, store) -> None:
+    """``store`` equals the undamaged ``good`` bit for bit: the same files, every metadata file
+    (root, arrays, coordinates, ``theta_star``) the same JSON, every chunk the same bytes (the
+    wall-clock ``seconds`` aside: the same cells hold one), every variable the same values."""
+    good, store = Path(good), Path(store)
+    files = {p.relative_to(good): p for p in good.rglob("*") if p.is_file()}
+    assert sorted(files) == sorted(p.relative_to(store) for p in store.rglob("*") if p.is_file())
+    for rel, p in files.items():
+        if rel.name == "zarr.json":
+            assert json.loads(p.read_text()) == json.loads((store / rel).read_text()), rel
+        elif rel.parts[0] != "seconds":
+            assert p.read_bytes() == (store / rel).read_bytes(), rel
+    a, b = xr.open_zarr(good), xr.open_zarr(store)
+    assert a.attrs == b.attrs and sorted(a.variables) == sorted(b.variables)
+    for v in a.variables:
+        x, y = a[v].values, b[v].values
+        assert a[v].dims == b[v].dims and x.dtype == y.dtype, v
+        if v == "seconds":
+            assert np.array_equal(np.isnan(x), np.isnan(y)), v
+        else:
+            assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), v
+    assert b["theta_star"].dims == ("d", "coef") and list(b["d"].values) == [4, 8]
+
+
+def test_truncated_chunk_of_an_axis_store_is_found_and_repaired_bit_for_bit(study, tmp_path):
+    from kngflow.store.verify import verify_store
+
+    path, good, _ds = study
+    store = _copy(study, tmp_path)
+    chunk = store / "estimate" / "c" / "1" / "0" / "0" / "0" / "0" / "0"  # the chunk of d = 8
+    chunk.write_bytes(chunk.read_bytes()[:10])
+    assert verify_store(good) == []
+    v = kngflow_cli("verify", store, "--no-progress")
+    assert v.returncode == 1, v.stdout + v.stderr
+    assert str(chunk) in v.stdout and "d=8 " in v.stdout and "mechanism=" in v.stdout and "replicate=" in v.stdout
+    for cmd in (("status", store), ("run", path, "--store", store, *RUN)):
+        line = _one_line(kngflow_cli(*cmd, process=False))
+        assert "damaged" in line and "verify" in line
+    lines = _repair(store, path)
+    assert lines == [f"repaired {store}: 1 damaged chunks cleared, 12 cells to recompute"]
+    assert int(st.read_flags(store)[0].sum()) == 24 - 12  # the d = 8 chunk's cells; every other cell kept
+    run_here(path.read_text(), store)
+    assert kngflow_cli("verify", store, "--no-progress").returncode == 0
+    assert_same_store(good, store)
+
+
+def test_missing_estimate_chunk_of_done_cells_of_an_axis_store_is_damage(study, tmp_path):
+    from kngflow.store.verify import verify_store
+
+    store = _copy(study, tmp_path)
+    (store / "estimate" / "c" / "0" / "0" / "0" / "0" / "0" / "0").unlink()
+    damage = verify_store(store)
+    assert len(damage) == 1 and "12 cells done but without an estimate" in damage[0].what
+    assert damage[0].cells.startswith("d=4 mechanism=")
+
+
+@pytest.mark.parametrize("target", ["zarr.json", "estimate/zarr.json", "d/zarr.json", "theta_star/zarr.json"])
+def test_damaged_metadata_of_an_axis_store_gives_one_line(study, tmp_path, target):
+    path = study[0]
+    store = _copy(study, tmp_path)
+    (store / target).write_text("{garbage")
+    for cmd in (("status", store), ("run", path, "--store", store, *RUN)):
+        assert target in _one_line(kngflow_cli(*cmd, process=False))
+    v = kngflow_cli("verify", store, "--no-progress")
+    assert v.returncode == 1 and target in v.stdout, v.stdout + v.stderr
+
+
+@pytest.mark.parametrize("target", ["zarr.json", "zarr.json missing", "estimate/zarr.json", "n/zarr.json missing",
+                                    "done/zarr.json", "d/zarr.json", "d/zarr.json missing", "theta_star/zarr.json",
+                                    "theta_star/zarr.json missing", "steps/zarr.json"])
+def test_damaged_metadata_of_an_axis_store_is_rebuilt_from_the_spec_and_the_run_resumes(study, tmp_path, target):
+    path, good, _ds = study
+    store = _copy(study, tmp_path)
+    _undo(store, 2)
+    file = store / target.split()[0]
+    if target.endswith("missing"):
+        file.unlink()
+    else:
+        file.write_text("{garbage")
+    assert f"rebuilt {file} from the spec" in _repair(store, path)[0]
+    done = st.read_flags(store)[0]
+    assert done.shape == (2, 2, 2, 1, 3) and int(done.sum()) == 16  # the done cells are kept, at every d
+    run_here(path.read_text(), store)
+    assert kngflow_cli("verify", store, "--no-progress").returncode == 0
+    assert_same_store(good, store)
+
+
+def test_axis_metadata_that_cannot_be_rebuilt_gives_one_line(study, tmp_path):
+    """A damaged root and another spec (another seed: the same coordinates and chunks; other
+    ``d`` values), or an intact array unlike the spec's: one line naming the file, nothing written."""
+    path = study[0]
+    store = _copy(study, tmp_path)
+    (store / "zarr.json").write_text("{garbage")
+    other = tmp_path / "other.toml"
+    other.write_text(path.read_text().replace("seed = 31", "seed = 32"))
+    line = _one_line(kngflow_cli("run", other, "--store", store, "--repair", *RUN, process=False))
+    assert "cannot repair" in line and str(store / "zarr.json") in line and "does not reproduce" in line
+    assert "cell d=" in line
+    other.write_text(PCA.format(axis="d = [4, 6]"))
+    line = _one_line(kngflow_cli("run", other, "--store", store, "--repair", *RUN, process=False))
+    assert "cannot repair" in line and "coordinate d of the store is [4, 8], the spec's [4, 6]" in line
+    assert (store / "zarr.json").read_text() == "{garbage"
+    meta = json.loads((store / "error" / "zarr.json").read_text())
+    meta["fill_value"] = 0.0
+    (store / "error" / "zarr.json").write_text(json.dumps(meta))
+    line = _one_line(kngflow_cli("run", path, "--store", store, "--repair", *RUN, process=False))
+    assert "cannot repair" in line and str(store / "error" / "zarr.json") in line and "fill_value" in line
+    assert (store / "zarr.json").read_text() == "{garbage"
+
+
+def test_repair_rebuilds_a_reduced_axis_store_from_its_own_overrides(tmp_path):
+    """Damaged metadata of a reduced axis store is rebuilt from the store's spec and its overrides."""
+    from kngflow.sweep.overrides import apply_overrides
+    from kngflow.sweep.repair import damage_problem
+
+    spec = parse_spec(PCA.format(axis="d = [4, 8]"))
+    reduced = apply_overrides(spec, n="200", replicates="2")
+    store = tmp_path / "s.zarr"
+    meta, _ = prepare_store(reduced, store)
+    for task in plan_tasks(meta, st.read_flags(store)[0]):
+        run_task(str(store), reduced.text, meta, task)
+    before = tmp_path / "before.zarr"
+    shutil.copytree(store, before)
+    (store / "error" / "zarr.json").unlink()
+    assert "is damaged" in damage_problem(store)
+    assert damage_problem(store, repair=True, spec=spec, log=lambda line: None) is None
+    assert damage_problem(store) is None
+    assert_same_store(before, store)
+
+
+@pytest.mark.slow
+def test_kngflow_run_repair_of_an_axis_store_on_a_cluster(study, tmp_path):
+    """End to end: a damaged root and a truncated chunk, ``kngflow run --repair`` on a local cluster."""
+    path, good, _ds = study
+    store = _copy(study, tmp_path)
+    chunk = store / "estimate" / "c" / "0" / "0" / "0" / "0" / "0" / "0"  # the chunk of d = 4
+    chunk.write_bytes(chunk.read_bytes()[:10])
+    (store / "zarr.json").write_text("{garbage")
+    r = kngflow_cli("run", path, "--store", store, "--repair", *RUN)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"rebuilt {store / 'zarr.json'} from the spec" in r.stdout and "12 cells to recompute" in r.stdout
+    assert kngflow_cli("verify", store, "--no-progress").returncode == 0
+    assert_same_store(good, store)
