@@ -1,20 +1,7 @@
 """A paper's claims as executable checks on a store, with Monte Carlo uncertainty.
 
-A study may ship its paper's claims beside its spec (``workflows/NAME.claims.toml`` next to
-``workflows/NAME.toml``).  Each claim is one table of ``[[claims]]``::
-
-    study = "knorm_randhie"          # optional: the spec's name the claims are about
-                                     # (or a list: the study and its variants, e.g. hardened)
-
-    [[claims]]
-    id = "fig4-order"
-    type = "ordering"                # ordering | ratio | reaches | epsilon_factor | slope | value
-    source = "Awan & Slavkovic, Figure 4"
-    statement = "Linf beats L1 at every epsilon >= 1/4"
-    statistic = "median_error"       # see STATISTICS
-    mechanisms = ["Linf", "L1"]      # best first
-    epsilon = [0.25, 0.5, 1.0]       # optional selections (default: the whole grid)
-    at = { d = [16, 32] }            # optional: values of the store's problem axes ([grid.problem])
+A study may ship its paper's claims beside its spec (``workflows/NAME.claims.toml``, one
+``[[claims]]`` table each: the file's language is :mod:`kngflow.analysis.claims_file`).
 
 A store with problem axes (``[grid.problem] d = [...]`` in its spec) has more cell dims; a
 claim holds at every selected point of them (``at`` selects, by default every value).  A
