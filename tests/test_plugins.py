@@ -157,6 +157,7 @@ kind = "{kind}"
     ("bad_plugins:Missing", "module 'bad_plugins' has no attribute 'Missing'"),
     ("no_such_module:Thing", "cannot import module 'no_such_module' (ModuleNotFoundError"),
 ])
+@pytest.mark.slow
 def test_a_bad_plugin_is_one_line_and_nothing_is_written(tmp_path, kind, message):
     (tmp_path / "bad_plugins.py").write_text(textwrap.dedent(BAD))
     spec = tmp_path / "s.toml"

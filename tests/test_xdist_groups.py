@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SHARED = """
 import os
 import pytest
@@ -54,10 +56,12 @@ def _workers(tmp_path: Path, *plugin: str) -> dict[str, set[str]]:
     return out
 
 
+@pytest.mark.slow
 def test_a_module_with_a_shared_fixture_runs_in_one_worker(tmp_path):
     workers = _workers(tmp_path, "-p", "xdist_groups")
     assert len(workers["shared"]) == 1 and len(workers["free"]) >= 2, workers
 
 
+@pytest.mark.slow
 def test_control_plain_load_scheduling_splits_the_module(tmp_path):
     assert len(_workers(tmp_path)["shared"]) >= 2

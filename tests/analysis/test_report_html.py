@@ -226,6 +226,7 @@ def test_html_report_is_one_file_holding_everything(eps_report):
 
 
 @needs_chromium
+@pytest.mark.slow
 def test_browser_harness_flags_a_broken_page(tmp_path):
     """Negative control: a script error, a console.error and an undecodable image are all caught."""
     page = tmp_path / "broken.html"
@@ -246,6 +247,7 @@ def test_browser_harness_flags_a_broken_page(tmp_path):
 @needs_chromium
 @pytest.mark.parametrize("width", [1280, 800])
 @pytest.mark.parametrize("which", ["smoke", "eps", "fig1"])
+@pytest.mark.slow
 def test_html_report_renders_in_chromium(which, width, request, tmp_path):
     out, _ = request.getfixturevalue(f"{which}_report")
     page = out / "report.html"
@@ -309,6 +311,7 @@ needs_poppler = pytest.mark.skipif(shutil.which("pdftotext") is None or shutil.w
 
 @needs_chromium
 @needs_poppler
+@pytest.mark.slow
 def test_pdf_check_catches_a_clipped_column(tmp_path):
     """Negative control of the PDF check: a table wider than the page loses its last column."""
     page = tmp_path / "wide.html"
@@ -324,6 +327,7 @@ def test_pdf_check_catches_a_clipped_column(tmp_path):
 @needs_chromium
 @needs_poppler
 @pytest.mark.parametrize("which", ["eps", "fig1"])
+@pytest.mark.slow
 def test_html_report_prints_to_pdf_with_every_column_and_figure(which, request, tmp_path):
     """``--print-to-pdf`` (the print stylesheet): a few pages holding every figure and, for
     every table shown (not folded), its whole header and its last row, in order."""
@@ -363,6 +367,7 @@ setTimeout(function(){var img=fig.querySelector('img');r.after=getComputedStyle(
 
 @needs_chromium
 @pytest.mark.parametrize("width", [1280, 800])
+@pytest.mark.slow
 def test_html_figures_open_at_full_size_and_stack_on_narrow_screens(eps_report, width, tmp_path):
     """A click on a figure opens it over the page at its full size (CSS ``:target``); under
     900 px the multi-panel figures show their one-column version (panels stacked), at 1280 px

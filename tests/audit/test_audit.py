@@ -150,12 +150,14 @@ SHIPPED = (
 
 
 @pytest.mark.parametrize("kind, opts", SHIPPED)
+@pytest.mark.slow
 def test_blackbox_every_shipped_mechanism_passes(kind, opts):
     mech = get_mechanism("linear", kind, hardened=False, **opts)
     res = blackbox_audit(mech, problem(2), EPS, seed=3, **BB)
     assert res.passed and res.bound <= EPS, res.summary()
 
 
+@pytest.mark.slow
 def test_blackbox_flags_nonprivate_and_paper_protocol():
     res = blackbox_audit(get_mechanism("linear", "nonprivate", hardened=False), problem(2), EPS, seed=0, **BB)
     assert not res.passed and res.bound > 4  # the most 2000 draws can show: log(2000 / log(1/level))

@@ -20,6 +20,7 @@ def test_audit_passes_and_prints_bound_pair_verdict():
     assert out.stdout.strip().endswith("verdict: PASS (declared epsilon=1)")
 
 
+@pytest.mark.slow
 def test_audit_flags_negative_control_and_nonprivate():
     out = kngflow_cli("audit", "exponential", "--problem", "linear", "--run-epsilon", "2", "--draws", "200", "--no-progress",
                       "--pair", "5*(-1,1,1) + 10*(1,-1,-1) + (1,-1,1) -> (1,-1,-1)")
@@ -101,6 +102,7 @@ def test_plain_progress_lines(capsys):
     assert "\r" not in err and err.splitlines()[-1].startswith("audit: 200/200 releases (100%)")
 
 
+@pytest.mark.slow
 def test_the_side_channel_step_runs_at_the_run_epsilon(capsys):
     """``--run-epsilon 2`` reaches the side-channel step (it audits the black-box step's pair
     at the run epsilon and the claim's delta): its record test flags the 2 epsilon control;

@@ -83,7 +83,8 @@ def test_cli_workers_and_scheduler_match_one_process(dask_procs):
     (["--target-power", "1.2", "--draws", "5000", "--max-draws", "1000"], "--max-draws must be >= --draws"),
 ])
 def test_cluster_options_one_line_exit_2(args, message):
-    out = kngflow_cli("audit", MECH, "--problem", PROB, *args)
+    # refused before any cluster starts: in this process
+    out = kngflow_cli("audit", MECH, "--problem", PROB, *args, process=False)
     assert out.returncode == 2 and out.stdout == "" and "Traceback" not in out.stderr, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kngflow audit: error:") and message in lines[0], lines

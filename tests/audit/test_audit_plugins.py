@@ -105,6 +105,7 @@ def one_line_error(out, *parts):
     return lines[0]
 
 
+@pytest.mark.slow
 def test_release_only_plugin_passes_black_box(folder):
     out = audit(folder, "audit_plugin:AuditLaplace", "--problem", "mean")
     assert out.returncode == 0, out.stdout + out.stderr
@@ -116,12 +117,14 @@ def test_release_only_plugin_passes_black_box(folder):
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+@pytest.mark.slow
 def test_twin_with_half_the_noise_is_flagged(folder):
     out = audit(folder, "audit_plugin:HalfAuditLaplace", "--problem", "mean")
     assert "black-box audit of HalfAuditLaplace()" in out.stdout, out.stdout + out.stderr
     assert out.returncode == 1 and "verdict: FLAGGED by black-box audit" in out.stdout, out.stdout + out.stderr
 
 
+@pytest.mark.slow
 def test_density_claim_is_audited_exactly(folder):
     # 1% more noise than the calibration, so that the reported loss is clear of epsilon (the
     # Laplace mechanism is tight: at factor 1 its worst pair's loss is epsilon up to rounding,
@@ -171,15 +174,18 @@ def test_density_claim_in_process_exact_loss():
     ("NotAMechanism", ["audit_plugin:NotAMechanism", "must be a class deriving from kngflow.mechanisms.Mechanism"]),
     ("Missing", ["audit_plugin:Missing", "has no attribute 'Missing'"]),
 ])
+@pytest.mark.slow
 def test_broken_plugin_mechanism_one_line_exit_2(folder, cls, parts):
     one_line_error(audit(folder, f"audit_plugin:{cls}", "--problem", "mean", "--draws", "200"), *parts)
 
 
+@pytest.mark.slow
 def test_plugin_module_that_does_not_import_one_line_exit_2(folder):
     one_line_error(audit(folder, "broken_plugin:Anything", "--problem", "mean", "--draws", "200"),
                    "cannot import module 'broken_plugin'", "ModuleNotFoundError")
 
 
+@pytest.mark.slow
 def test_bad_options_and_problems_one_line_exit_2(folder):
     one_line_error(audit(folder, "audit_plugin:AuditLaplace", "--problem", "mean", "--option", "factor"),
                    "--option must be KEY=VALUE")
@@ -192,6 +198,7 @@ def test_bad_options_and_problems_one_line_exit_2(folder):
     one_line_error(audit(folder, "audit_plugin:AuditLaplace", "--problem", "poisson"), "problem must be one of")
 
 
+@pytest.mark.slow
 def test_plugin_problem_lends_its_family_kinds(folder):
     """A built-in kind named for a plug-in problem of the mean family: the problem's record
     domain is missing, so the audit stops in one line naming the problem."""

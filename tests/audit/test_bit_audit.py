@@ -38,6 +38,7 @@ class LaplaceMean(Mechanism):
 
 
 @pytest.mark.parametrize("norm", ["linf", "l2", "l1"])
+@pytest.mark.slow
 def test_naive_kngflow_kmeans_are_flagged(norm):
     res = bit_audit(get_mechanism("mean", "kng", hardened=False, norm=norm), get_problem("mean", d=2), 1.0, pair=PAIR,
                     draws=50_000)
@@ -61,6 +62,7 @@ def test_the_audit_runs_where_the_claim_names_an_additive_centre():
         bit_audit(get_mechanism("mean", "exponential", hardened=False), problem, 1.0)
 
 
+@pytest.mark.slow
 def test_kngflow_audit_prints_the_bit_level_verdict():
     out = kngflow_cli("audit", "kng", "--problem", "mean", "--option", "norm=linf", "--option", "hardened=false",
                       "--draws", "20000", "--pair", "(0,0) + (1,1) -> (-1,-1)", "--no-progress")

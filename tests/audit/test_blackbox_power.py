@@ -8,6 +8,7 @@ at half of it).
 """
 
 import numpy as np
+import pytest
 
 from kngflow.audit import audit_callable, blackbox_audit, parse_pair
 from kngflow.audit.events import predicted_bound, select_events, statistics
@@ -39,6 +40,7 @@ def mean_problem():
     return get_problem("mean", d=1)  # records x in [-1, 1]
 
 
+@pytest.mark.slow
 def test_laplace_mean_passes_at_epsilon_and_half_scale_is_flagged():
     pair = parse_pair("3*(0) + (1) -> (-1)", 1)
     ok = blackbox_audit(LaplaceMean(1.0), mean_problem(), EPS, pair=pair, draws=DRAWS, seed=1)
@@ -48,6 +50,7 @@ def test_laplace_mean_passes_at_epsilon_and_half_scale_is_flagged():
     assert bad.details["events"] and "event:" in bad.summary()
 
 
+@pytest.mark.slow
 def test_laplace_mean_half_scale_flagged_through_the_pair_search():
     ok = blackbox_audit(LaplaceMean(1.0), mean_problem(), EPS, draws=DRAWS, seed=2)
     assert ok.passed and ok.bound <= EPS and ok.details["pairs_scored"] >= 8, ok.summary()
@@ -63,6 +66,7 @@ def laplace_sum(scale):
     return release
 
 
+@pytest.mark.slow
 def test_audit_callable_laplace_sum():
     """A 1-D sum of records in [0, 1] (sensitivity 1): Laplace scale 1/ε passes, 1/(2ε) is flagged."""
     x = np.array([0.2, 0.7, 0.0, 1.0, 0.4])
@@ -77,6 +81,7 @@ def test_audit_callable_laplace_sum():
     assert at_delta.details["delta"] == 0.2 and 0 < at_delta.bound < bad.bound - 0.3
 
 
+@pytest.mark.slow
 def test_builtin_kng_mean_at_two_epsilon_is_caught_black_box():
     """KNG for the 1-D mean (Laplace noise, ℓ∞) run at 2ε while declaring ε: flagged by the
     black-box audit alone, pair searched; at ε it passes."""

@@ -179,6 +179,7 @@ def test_dpsgd_full_batch_exact_audit_catches_2_epsilon(problem, opts):
     assert not bad_acc.passed and bad_acc.bound > 1.9, bad_acc.summary()
 
 
+@pytest.mark.slow
 def test_dpsgd_subsampled_is_left_to_the_accountant(problem):
     """q < 1: no closed form (a subsampled mixture); the accountant audit decides, and
     catches the 2 eps calibration."""
@@ -202,6 +203,7 @@ def test_gamma_noise_has_no_accountant_audit():
     ("noisy_gd", ["--option", "noise=gamma", "--option", "iterations=1"], "statistic audit"),
     ("dpsgd", ["--option", "sampling_rate=1", "--option", "epochs=1"], "statistic, accountant audit"),
 ])
+@pytest.mark.slow
 def test_audit_command_runs_the_exact_checks(mechanism, options, flagged):
     args = ["audit", mechanism, "--problem", "logistic", "--problem-option", BETA, *options,
             "--draws", "300", "--no-progress"]

@@ -322,6 +322,7 @@ def test_degenerate_data_and_extreme_epsilon_release(kind, opts):
             assert set(rel.info) == {"sampler", "acceptance", "steps"}
 
 
+@pytest.mark.slow
 def test_blackbox_audit_output_perturbation():
     problem = get_problem("logistic", beta=[0.5, -1.0])
     mech = get_mechanism("logistic", "output", hardened=False, reg=0.1)
@@ -332,6 +333,7 @@ def test_blackbox_audit_output_perturbation():
     assert not control.passed and control.bound > 1.0, control
 
 
+@pytest.mark.slow
 def test_output_perturbation_statistic_audit_catches_2_epsilon():
     """Closed form (gamma noise around the computed minimiser), m = 2: the default pairs
     (64 copies of one record as the rest) reach a loss of 0.60 at eps = 1 (pass) and 1.21
@@ -371,6 +373,7 @@ def test_dpsgd_sampling_rate_sets_q():
     assert get_mechanism("logistic", "dpsgd", hardened=False, batch_size=50, epochs=2.0).schedule(1000) == (0.05, 40)
 
 
+@pytest.mark.slow
 def test_dpsgd_blackbox_audit_at_its_delta():
     """The black-box audit tests an (ε, δ) mechanism at its δ and says so."""
     problem = get_problem("logistic", beta=[0.5, -1.0])
@@ -379,6 +382,7 @@ def test_dpsgd_blackbox_audit_at_its_delta():
     assert res.passed and res.details["delta"] == 1e-5 and "at delta 1e-05" in res.summary(), res.summary()
 
 
+@pytest.mark.slow
 def test_objective_chaudhuri_exact_audit_catches_2_epsilon():
     """Its release has the change-of-variables density of objective perturbation (the noise
     law itself is checked above): exact audit, m = 2, 60 candidate pairs: loss 0.53 at

@@ -127,6 +127,7 @@ def test_mean_gradient_map_is_the_exact_sampler(norm):
     assert rel.info["sampler"] == "gradient_map" and rel.info["acceptance"] == 1.0
 
 
+@pytest.mark.slow
 def test_logistic_gradient_map_matches_the_grid_density():
     """n = 10^4, m = 2, ε = 1, ℓ∞: 1500 default releases (50 proposals each) against the KNG
     density normalised on a 201 x 201 grid (the grid's edges carry < 1e-9 of the mass), one-

@@ -50,6 +50,7 @@ def test_the_reproducer_finds_nothing_in_200000_hardened_releases_and_the_unhard
 
 
 @pytest.mark.parametrize("norm", ["l1", "l2"])
+@pytest.mark.slow
 def test_hardened_knorm_means_pass_the_bit_level_audit(norm):
     res = bit_audit(get_mechanism("mean", "kng", norm=norm), get_problem("mean", d=2), 1.0, pair=PAIR, draws=50_000)
     assert res.passed and not any(res.details["counts"] + res.details["counts_other"]), res.summary()
@@ -63,6 +64,7 @@ def test_hardened_knorm_means_pass_the_bit_level_audit(norm):
     ("logistic", "output", {}, 10_000),
     ("logistic", "objective_ext", {"norm": "linf"}, 5_000),
 ])
+@pytest.mark.slow
 def test_other_hardened_additive_noise_releases_pass_the_bit_level_audit(problem, kind, options, draws):
     from kngflow.registry import problem_class
 
@@ -164,6 +166,7 @@ def test_a_plug_in_without_a_hardening_refuses_by_default_and_refuses_hardened_t
         get_mechanism("mean", ref, hardened=True)
 
 
+@pytest.mark.slow
 def test_kngflow_audit_prints_the_guarantee_of_the_hardened_release():
     out = kngflow_cli("audit", "kng", "--problem", "mean", "--option", "norm=l1", "--draws", "5000",
                       "--pair", "(0,0) + (1,1) -> (-1,-1)", "--no-progress")

@@ -80,6 +80,7 @@ def _first_updates(G, r0, a, bound, kind, lattice):
 
 
 @pytest.mark.parametrize("kind", [KIND_KNG_LINF, KIND_KNG_L1, KIND_EXP])
+@pytest.mark.slow
 def test_the_linear_lattice_conditional_is_the_restriction_to_the_lattice(kind):
     G, r0 = _linear_case()
     j, a = 0, RATES[kind]
@@ -199,6 +200,7 @@ def test_hardened_linear_releases_at_small_n_run_gibbs_on_the_lattice(kind, opti
         assert np.array_equal(cells, np.round(cells)) and np.all(np.abs(rel.estimate) <= h.bound)
 
 
+@pytest.mark.slow
 def test_hardened_quantreg_exponential_runs_gibbs_and_its_law_matches_the_unhardened_one():
     data = get_problem("quantreg").simulate(200, np.random.default_rng(3))
     hard = get_mechanism("quantreg", "exponential", gibbs_sweeps=20)

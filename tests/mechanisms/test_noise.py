@@ -268,6 +268,7 @@ def _kt_uniformity_pvalue(u):
     return min(1.0, 2 * min(p1, p2))  # Bonferroni over the two KS tests
 
 
+@pytest.mark.slow
 def test_rejection_sampler_uniform_on_kt():
     n = 20000
     u = np.empty((n, 2))

@@ -268,6 +268,7 @@ def test_logistic_noisy_gd_statistic_audit_on_the_l2_ball(logistic_l2):
 
 
 @pytest.mark.parametrize("norm", ["l2", "linf"])
+@pytest.mark.slow
 def test_logistic_objective_ext_exact_audit_on_the_l2_ball(logistic_l2, norm):
     """Extended objective perturbation with Delta_K = 2 and lambda = 1/4 (the ball's): the
     exact density on [-40, 40]^2, 20 candidate pairs at 201 points: about 0.77 (ℓ2) and 0.84
@@ -294,6 +295,7 @@ def test_svm_noisy_gd_statistic_audit_on_a_smaller_l2_ball(svm_half):
 
 
 @pytest.mark.parametrize("kind, opts", [("objective_ext", {"norm": "l2"}), ("objective", {})])
+@pytest.mark.slow
 def test_svm_objective_exact_audit_on_a_smaller_l2_ball(svm_half, kind, opts):
     """Both objective perturbations with the ball's constants (Delta_2 = 1, lambda = 1/(8h);
     CMS on the records rescaled by 1/R_2): about 0.94 and 0.69 at ε, 1.83 and 1.62 at 2ε."""

@@ -14,6 +14,8 @@ from kngflow.store.verify import verify_store
 from testkit import assert_same, kngflow_cli, tiny_spec
 
 RUN = ("--workers", 1, "--no-dashboard", "--no-progress")
+#: every test reads (a copy of) the store of a real ``kngflow run`` on a local cluster: the slow tier
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

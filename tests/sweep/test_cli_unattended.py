@@ -120,6 +120,7 @@ PROGRESS_LINE = re.compile(r"cells: \d+/\d+ \(\d+\.\d%\)(, [\w./ ]+)*")
      (signal.SIGINT, 130, False, "client"), (signal.SIGTERM, 143, True, "client")],
     ids=["SIGINT-group", "SIGTERM-group", "SIGINT-client", "SIGTERM-client"],
 )
+@pytest.mark.slow
 def test_signal_prints_one_line(sig, status, progress, target, tmp_path):
     """The terminal signals every process of the group (client, scheduler, nannies, workers);
     ``kill PID`` or a batch system signals the client alone, which passes it on to its local
@@ -268,6 +269,7 @@ def test_progress_on_a_terminal_is_a_bar(tmp_path):
     assert not re.search(r"^cells: \d+/\d+ \(", err, re.M)  # no plain lines on a terminal
 
 
+@pytest.mark.slow
 def test_log_file_takes_the_logs_of_client_and_workers(tmp_path):
     """A killed worker makes the nanny warn and its replacement log: all of it goes to the file."""
     spec = tmp_path / "slow.toml"
@@ -430,7 +432,7 @@ PREFLIGHT = {
 
 
 @pytest.mark.parametrize("case", list(PREFLIGHT))
-def test_bad_target_is_refused_before_any_cluster_starts(case, tmp_path):
+def test_bad_target_is_refused_before_any_cluster_starts(case, tmp_path, monkeypatch):
     args, pattern = PREFLIGHT[case]
     (tmp_path / "spec.toml").write_text(tiny_spec())
     (tmp_path / "badport.json").write_text(json.dumps({"address": "tcp://127.0.0.1:123456"}))
@@ -440,7 +442,9 @@ def test_bad_target_is_refused_before_any_cluster_starts(case, tmp_path):
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(kngflow_command()[0]).parent), "/usr/bin", "/bin"])}
     assert shutil.which("sbatch", path=env["PATH"]) is None and shutil.which("qsub", path=env["PATH"]) is None
     args = [a.format(tmp=tmp_path) for a in args]
-    proc = kngflow_cli("run", tmp_path / "spec.toml", "--store", tmp_path / "new.zarr", *args, env=env)
+    # refused before any cluster starts: in this process (kngflow.cli.main), on that PATH
+    monkeypatch.setenv("PATH", env["PATH"])
+    proc = kngflow_cli("run", tmp_path / "spec.toml", "--store", tmp_path / "new.zarr", *args, process=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     one_error_line(proc, pattern)
     assert proc.stdout == ""  # no "connecting to", no scheduler
@@ -498,6 +502,7 @@ def readonly_dir():
 
 
 @pytest.mark.parametrize("store", ["ro/s.zarr", "ro/deeper/s.zarr"])
+@pytest.mark.slow
 def test_store_in_a_read_only_directory_is_refused(readonly_dir, store):
     base, cli = readonly_dir
     proc = cli("run", base / "spec.toml", "--store", base / store, "--workers", 1)
@@ -568,8 +573,9 @@ def test_lock_refuses_a_second_holder_and_is_removed(tmp_path):
 def test_second_run_on_a_locked_store_exits_2(tmp_path):
     (tmp_path / "spec.toml").write_text(tiny_spec())
     store = tmp_path / "s.zarr"
-    with RunLock(store):
-        proc = kngflow_cli("run", tmp_path / "spec.toml", "--store", store, "--workers", 1, "--no-dashboard")
+    with RunLock(store):  # the lock is an flock: another open file in this process cannot take it either
+        proc = kngflow_cli("run", tmp_path / "spec.toml", "--store", store, "--workers", 1, "--no-dashboard",
+                           process=False)
         assert lock_path(store).exists()
     assert proc.returncode == 2, proc.stdout + proc.stderr
     one_error_line(proc, rf"store \S+s\.zarr is in use by another run \(host {re.escape(socket.gethostname())}, "
@@ -581,7 +587,8 @@ def test_lock_written_on_another_host_is_refused(tmp_path):
     (tmp_path / "spec.toml").write_text(tiny_spec())
     store = tmp_path / "s.zarr"
     lock_path(store).write_text(json.dumps({"host": "elsewhere", "pid": 1, "since": "2026-01-01T00:00:00+00:00"}))
-    proc = kngflow_cli("run", tmp_path / "spec.toml", "--store", store, "--workers", 1, "--no-dashboard")
+    proc = kngflow_cli("run", tmp_path / "spec.toml", "--store", store, "--workers", 1, "--no-dashboard",
+                       process=False)
     assert proc.returncode == 2
     one_error_line(proc, r"lock of a run on another host \(host elsewhere, pid 1, since 2026-01-01", r"delete \S+\.lock")
     assert lock_path(store).exists() and not store.exists()

@@ -394,6 +394,7 @@ def test_missing_file(tmp_path):
 # --- local.yaml: a real LocalCluster ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_local_file_starts_single_threaded_workers():
     from distributed import Client
 
@@ -417,6 +418,7 @@ def test_local_file_starts_single_threaded_workers():
         cluster.close()
 
 
+@pytest.mark.slow
 def test_connect_with_local_file_honours_workers():
     from kngflow.sweep.cluster import connect
 

@@ -106,6 +106,7 @@ def test_planned_replicates_reach_the_target(pilot):
     ("statistic", "--statistic 'mode' is not known; allowed: mean_error, median_error, rmse, coverage"),
     ("alone", "--target-mcse X and --pilot STORE go together"),
 ])
+@pytest.mark.slow
 def test_bad_target_input_is_one_line_exit_2(pilot, case, message):
     tmp, spec, store = pilot
     args = ["plan", spec, "--target-mcse", 0.01, "--pilot", store]

@@ -139,6 +139,7 @@ def _grid_posterior(s_noisy, n, a, b, noise_logpdf, level=0.9, points=200_000):
 
 @pytest.mark.parametrize("s_noisy, n, a, b, eps", [(4.3, 12, 2.0, 3.0, 0.7), (-1.5, 8, 1.0, 1.0, 0.4),
                                                    (17.8, 15, 1.5, 1.0, 1.5)])
+@pytest.mark.slow
 def test_noise_aware_posterior_matches_the_grid_posterior(s_noisy, n, a, b, eps):
     c = 1.0 / eps
     laplace = lambda v: -np.abs(v) / c  # noqa: E731
@@ -188,6 +189,7 @@ def _mixture_cdf(s_noisy, n, a, b, c):
     return lambda v: np.array([mixture_cdf(t, a + s, b + n - s, w) for t in np.atleast_1d(v)])
 
 
+@pytest.mark.slow
 def test_gibbs_sampler_matches_the_exact_mixture():
     """Independent chains (20 sweeps from a prior draw each: i.i.d. final states) against the
     exact mixture; controls: the mixture at twice eps (half the noise) and the naive posterior."""
@@ -242,6 +244,7 @@ def test_ops_scales():
         (2.0 + 10 * m.temperature(1.0), 1.0 + 40 * m.temperature(1.0)))
 
 
+@pytest.mark.slow
 def test_ops_sample_has_the_tempered_truncated_posterior_law():
     m, data, eps = OPS(theta_min=0.05), BernoulliData(10, 50), 1.0
     rng = np.random.default_rng(5)
@@ -298,6 +301,7 @@ PAIR = AdjacentPair(np.zeros((63, 1)), np.array([0.0]), np.array([1.0]))
 
 
 @pytest.mark.parametrize("kind", ["naive", pytest.param("noise_aware", marks=pytest.mark.slow)])
+@pytest.mark.slow
 def test_blackbox_audit_passes_and_catches_two_eps(kind):
     p = get_problem("bayes", summary="point")
     assert blackbox_audit(_mech(kind), p, 1.0, pair=PAIR, draws=5000, seed=1).passed
@@ -305,6 +309,7 @@ def test_blackbox_audit_passes_and_catches_two_eps(kind):
 
 
 @pytest.mark.parametrize("kind", ["ops", pytest.param("noise_aware", marks=pytest.mark.slow)])
+@pytest.mark.slow
 def test_audit_command_on_the_model(kind, capsys):
     """``kngflow audit KIND --problem bayes`` (the problem's audit view: the point release on
     records {0, 1}) passes at eps and flags the mechanism run at 2 eps."""

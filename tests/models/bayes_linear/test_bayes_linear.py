@@ -328,6 +328,7 @@ def test_collapsed_density_rejects_statistics_outside_the_support():
         assert collapsed_log_density(np.array(bad), N, 2, B, PRIOR)[0] == -math.inf
 
 
+@pytest.mark.slow
 def test_noise_aware_law_matches_exact_rejection_sampling():
     """Final states of 1000 independent chains (300 sweeps from the same start) against exact
     draws of p(T | T~), through mu_n[1](T) (KS); control: the chains run at 2 eps (half the
@@ -416,6 +417,7 @@ def _calibration(reps, seed, **options):
     return hits
 
 
+@pytest.mark.slow
 def test_noise_aware_interval_is_calibrated_under_the_model():
     """The posterior given what was released covers beta_1 with probability exactly 0.9 when the
     data come from its own model (up to the sampler's error in the quantiles, a fraction of the

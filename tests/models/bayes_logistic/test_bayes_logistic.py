@@ -245,6 +245,7 @@ def test_envelope_bounds_the_target_on_the_ball(n, eps):
         assert np.min(U - 0.5 * (zh * zh).sum(1) - K0h) < -1e-3
 
 
+@pytest.mark.slow
 def test_exact_draws_have_the_tempered_posterior_law_in_one_dimension():
     """20 000 exact draws from one envelope against the quadrature CDF; controls: the law at
     twice and at half the temperature (a release at 2 eps, at eps / 2)."""
@@ -270,6 +271,7 @@ def test_exact_releases_have_the_tempered_posterior_law_in_one_dimension():
     assert stats.kstest(x, _cdf_1d(data, t / 2)).pvalue < P_MIN
 
 
+@pytest.mark.slow
 def test_metropolis_chains_agree_with_the_exact_law_in_one_dimension():
     """Independent chains (400 sweeps from 0: i.i.d. final states) against the same CDF;
     control: twice the temperature."""
@@ -359,6 +361,7 @@ def test_hardened_by_default_on_the_grid_with_the_same_sampler():
 
 
 # -- privacy audits --------------------------------------------------------------------------
+@pytest.mark.slow
 def test_exact_density_audit_passes_and_catches_two_eps():
     p = get_problem("bayes_logistic")
     m = _ops()

@@ -173,6 +173,7 @@ PAIR = AdjacentPair(np.zeros((0, 1)), np.array([1.0]), np.array([-1.0]))
     ("dplloyd", {"iterations": 1, "count_share": 0.2}),
     ("eugkm", {"cells": 2, "n_init": 1, "iterations": 5}),
 ])
+@pytest.mark.slow
 def test_blackbox_audit_passes_and_catches_two_eps(kind, options):
     p = get_problem("kmeans", k=1, d=1)
     m = get_mechanism("kmeans", kind, hardened=False, **options)
@@ -246,6 +247,7 @@ def _chi2_pvalue(counts, law):
     return stats.chisquare(obs[keep], exp[keep]).pvalue
 
 
+@pytest.mark.slow
 def test_expmech_law_is_the_exact_softmax():
     counts, law = _expmech_draws(1.0, 1.0, 20_000, 3)
     assert law.max() / law.min() > 20  # a law far from uniform
@@ -265,6 +267,7 @@ def test_expmech_claim_and_plan():
 
 
 @pytest.mark.parametrize("k, d, low, high", [(2, 2, 0.55, 1.15), (1, 2, 0.85, 1.85), (1, 1, 0.9, 1.9)])
+@pytest.mark.slow
 def test_expmech_discrete_audit_passes_and_catches_two_eps(k, d, low, high):
     """The exact law over every outcome: below eps at eps (0.59 at k = 2, about 0.9 at k = 1:
     64 copies of x' concentrate the law), above it when the mechanism runs at 2 eps."""

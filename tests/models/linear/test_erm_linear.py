@@ -97,6 +97,7 @@ AUDIT_PROBLEM = dict(d=2, protocol="public_bound", y_bound=1.0)
     ("noisy_gd", {"noise": "gaussian", "iterations": 1}, None),
     ("noisy_gd", {"noise": "gamma", "iterations": 20}, None),
 ])
+@pytest.mark.slow
 def test_exact_audit_passes_at_eps_and_catches_2_eps(kind, opts, at_eps):
     problem = get_problem("linear", **AUDIT_PROBLEM)
     mech = get_mechanism("linear", kind, hardened=False, **opts)

@@ -293,6 +293,7 @@ def test_registry_and_input_checks():
 
 
 @pytest.mark.parametrize("norm", ["kt", "linf", "l1"])
+@pytest.mark.slow
 def test_blackbox_audit(norm):
     """d = 2 (intercept + one covariate), public bound 1: the audit passes at eps = 1 on a pair
     with an intercept column (the problem's own audit records have none: column 0 takes the

@@ -128,6 +128,7 @@ def test_logistic_gradient_map_small_n(n):
 
 
 @pytest.mark.parametrize("n", NS)
+@pytest.mark.slow
 def test_logistic_hardened_frozen_map_small_n(n):
     mech = get_mechanism("logistic", "kng", norm="linf")
     assert mech.hardened and mech._policy() == "gradient_map"
@@ -137,6 +138,7 @@ def test_logistic_hardened_frozen_map_small_n(n):
 
 
 @pytest.mark.parametrize("n", NS)
+@pytest.mark.slow
 def test_geomedian_gradient_map_small_n(n):
     mech = get_mechanism("geomedian", "kng", hardened=False, norm="linf", sampler="gradient_map")
     data = get_problem("geomedian", d=2).simulate(n, np.random.default_rng(200 + n))
@@ -145,6 +147,7 @@ def test_geomedian_gradient_map_small_n(n):
 
 
 @pytest.mark.parametrize("n", NS)
+@pytest.mark.slow
 def test_quantreg_surrogate_map_small_n(n):
     mech = get_mechanism("quantreg", "kng", hardened=False, norm="linf", bound=1.0, steps=QUANTREG_STEPS)
     assert mech.available_samplers()[0] == "surrogate_map"

@@ -76,6 +76,7 @@ def test_exact_gibbs_metropolis_agree(kind, d, n):
     assert_different_law(exact, metro_wrong, 3)
 
 
+@pytest.mark.slow
 def test_l1_kng_gibbs_agrees_with_exact():
     stats = get_problem("linear", d=3).simulate(10**4, np.random.default_rng(9))
     mech = get_mechanism("linear", "kng", hardened=False, norm="l1", bound=1.0)
@@ -86,6 +87,7 @@ def test_l1_kng_gibbs_agrees_with_exact():
     assert_different_law(exact, wrong, 1)
 
 
+@pytest.mark.slow
 def test_l2_kng_metropolis_agrees_with_exact():
     stats = get_problem("linear", d=3).simulate(10**4, np.random.default_rng(9))
     mech = get_mechanism("linear", "kng", hardened=False, norm="l2", bound=1.0)
@@ -226,6 +228,7 @@ def test_exponential_conditional_with_zero_diagonal():
 
 @pytest.mark.parametrize("x2", [1.0, 0.0])
 @pytest.mark.parametrize("kind, norm", [("exponential", None), ("kng", "linf"), ("kng", "l1")])
+@pytest.mark.slow
 def test_gibbs_and_metropolis_agree_on_singular_gram(kind, norm, x2):
     """Singular X'X (every x = (1, x2); x2 = 0 gives G[1, 1] = 0): the exact sampler is
     unavailable, Gibbs and Metropolis need no inverse and must agree; negative control at 2ε."""

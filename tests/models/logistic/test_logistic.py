@@ -98,6 +98,7 @@ def test_kng_metropolis_matches_integrated_density():
 
 
 @pytest.mark.parametrize("norm, control", [("linf", 2.0), ("l2", 3.0)])
+@pytest.mark.slow
 def test_exact_audit_passes_and_catches_the_control(norm, control):
     """m = 2, Theta = {||beta||_1 <= 6}, epsilon = 1: losses 0.57 (ℓ∞) and 0.41 (ℓ2) at
     epsilon; run at 2 epsilon, ℓ∞ reaches 1.15 (caught) but ℓ2 only 0.79: its Delta_2 =
@@ -137,6 +138,7 @@ def _grid_cdf(mech, data, epsilon, lo, hi, points=200001):
     return lambda t: np.interp(t, grid, cdf / cdf[-1])
 
 
+@pytest.mark.slow
 def test_objective_ext_releases_follow_its_density():
     """m = 1: 3000 releases of extended objective perturbation (ℓ∞, q = 0.85) against the
     numerically integrated exact density (KS, p < 1e-5 rejects); releases at 2 epsilon
@@ -153,6 +155,7 @@ def test_objective_ext_releases_follow_its_density():
 
 
 @pytest.mark.parametrize("norm, q", [("linf", 0.5), ("linf", 0.85), ("l2", 0.5), ("l1", 0.5)])
+@pytest.mark.slow
 def test_objective_ext_exact_audit_passes_and_catches_2_epsilon(norm, q):
     """m = 2, epsilon = 1, the exact density read pointwise on [-40, 40]^2: losses 0.88
     (ℓ∞, q = 1/2), 0.87 (ℓ∞, q = 0.85), 0.78 (ℓ2), 0.75 (ℓ1) at epsilon; 1.50-1.77 at 2
@@ -212,6 +215,7 @@ def test_extended_at_half_is_the_classical_objective_perturbation():
 
 
 @pytest.mark.parametrize("rule", ["kifer", "reduced"])
+@pytest.mark.slow
 def test_classical_objective_exact_audit(rule):
     """m = 2, epsilon = 1: losses 0.69 (printed gamma) and 0.78 (reduced); 1.26 and 1.56
     at 2 epsilon (caught)."""

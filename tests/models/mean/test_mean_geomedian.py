@@ -303,6 +303,7 @@ def spec_problem(text: str) -> str:
         ("geomedian", "kng", {}, {"norm": "l2", "bound": 1.0}),
     ],
 )
+@pytest.mark.slow
 def test_exact_audit_passes_and_catches_2eps(problem, kind, popts, mopts):
     from kngflow.audit import exact_audit
 

@@ -212,6 +212,7 @@ def gibbs(C, k, size, sweeps, seed):
     return np.array([bingham_gibbs(rng, C, haar_stiefel(d, k, rng), sweeps, 1_000_000)[0] for _ in range(size)])
 
 
+@pytest.mark.slow
 def test_gibbs_matches_exact_law():
     """d = 3, k = 2: tr(V^T C V) = tr C - w^T C w for the unit normal w of span(V), so w has the
     Bingham law exp(-w^T C w), which the exact sampler draws; the Gibbs chain's w must match it."""
@@ -228,6 +229,7 @@ def test_gibbs_matches_exact_law():
     assert sphere_ks(w2, -C) < P_MIN
 
 
+@pytest.mark.slow
 def test_gibbs_matches_long_chains():
     """d = 5, k = 2: the default 20 sweeps against 100 sweeps, on the captured energy and on the
     squared cosine with the top eigenvector (two-sample KS, Bonferroni over the two)."""
@@ -310,6 +312,7 @@ def test_statistic_audits(cls, declared, control, d):
         assert ok.bound == pytest.approx(declared, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_exponential_exact_audit():
     """d = 2, k = 1: the density is computable; the searched pair brings the loss close to epsilon."""
     p, m = PCAProblem(d=2, k=1), Exponential()
@@ -319,6 +322,7 @@ def test_exponential_exact_audit():
     assert not bad.passed and bad.bound > 1.8
 
 
+@pytest.mark.slow
 def test_exponential_blackbox_audit():
     """k = 1: a pair whose loss at 2 epsilon sits on an event of probability about 0.06 (three records
     along e_2 and e_1 -> e_2), where the black-box test has the power to see it."""
@@ -329,6 +333,7 @@ def test_exponential_blackbox_audit():
     assert not blackbox_audit(m, p, 1.0, run_epsilon=2.0, pair=pair, draws=20_000, seed=1).passed  # bound 1.21
 
 
+@pytest.mark.slow
 def test_gibbs_blackbox_audit():
     """k = 2 (Gibbs), d = 3: black-box at epsilon; the control runs at 4 epsilon because at 2 epsilon
     the black-box test has no power here: on the pairs tried (r records e_3 and m records e_2

@@ -138,6 +138,7 @@ def test_tiny_epsilon_is_nearly_uniform_and_exact():
 
 
 @pytest.mark.parametrize("kind", ["kng", "exponential"])
+@pytest.mark.slow
 def test_metropolis_agrees_with_exact(kind):
     y = np.sort(np.clip(np.random.default_rng(10).standard_normal(1000), -4, 4))
     data = quantile_data(y, 0.5, -4.0, 4.0)

@@ -28,6 +28,7 @@ BOUNDED = {"protocol": "public_bound", "y_bound": 1.0}
         ("quantreg", "exponential", BOUNDED),
     ],
 )
+@pytest.mark.slow
 def test_exact_audit_passes_and_catches_2eps(problem, kind, popts):
     p = get_problem(problem, **popts)
     m = get_mechanism(problem, kind, hardened=False, **({"bound": 1.0} if problem == "quantreg" else {}))
@@ -40,6 +41,7 @@ def test_exact_audit_passes_and_catches_2eps(problem, kind, popts):
     assert not bad.passed, bad.summary()
 
 
+@pytest.mark.slow
 def test_kngflow_audit_command_on_quantiles():
     out = kngflow_cli("audit", "kng", "--problem", "quantile", "--problem-option", "tau=0.9", "--draws", "2000",
                       "--no-progress")

@@ -176,6 +176,7 @@ def test_metropolis_gaussian_base_matches_integrated_density():
 
 
 @pytest.mark.parametrize("t0, h", [(0.0, 4.0), (0.3, 1e-3), (-0.9, 0.05)])
+@pytest.mark.slow
 def test_windowed_exponential_conditional_is_exact(t0, h):
     """The exponential mechanism's coordinate conditional drawn on a window (whole,
     narrow and far from the mode: tail envelopes and rejections) follows the numerically

@@ -127,6 +127,7 @@ def test_hardened_svm_objective_exact_audit_passes_and_catches_the_2eps_control(
     assert not bad.passed, bad.summary()
 
 
+@pytest.mark.slow
 def test_kngflow_audit_prints_the_guarantee_of_the_hardened_svm_objective():
     out = kngflow_cli("audit", "objective", "--problem", "svm", "--draws", "2000", "--no-progress",
                       "--pair", "(1,0,1) + (0,1,1) -> (-1,0,-1)")  # a given pair: no search (~10 s)

@@ -262,6 +262,7 @@ def test_output_perturbation_statistic_audit(problem):
 
 
 @pytest.mark.parametrize("noise", ["gamma", "gaussian"])
+@pytest.mark.slow
 def test_noisy_gd_statistic_audit(problem, noise):
     """At w_0 = 0 every margin is 0 < 1 - h, so the gradient moves by the calibrated 2/n
     (x and -x, same label): gamma, one step, loss exactly 1.0 at eps (pass) and 2.0 at 2 eps;
@@ -293,6 +294,7 @@ def test_noisy_gd_default_step_follows_h():
     assert m.step_size is None
 
 
+@pytest.mark.slow
 def test_dpsgd_audits(problem):
     """q = 1: the clipped sum moves by 2C at w = 0: exact epsilon 0.907 at delta (pass),
     1.83 at 2 eps (caught); subsampled (q = 1/2, T = 2): the accountant's 1.000 and 1.96."""
@@ -316,6 +318,7 @@ _OBJ_PAIRS = {
 @pytest.mark.parametrize("kind, opts", [("objective", {}), ("objective_ext", {"norm": "linf"}),
                                         ("objective_ext", {"norm": "l2", "q": 0.7}),
                                         ("objective_ext", {"norm": "l1"})])
+@pytest.mark.slow
 def test_objective_perturbation_exact_audit(problem, kind, opts):
     """The release's exact change-of-variables density, read pointwise on [-40, 40]^2: the
     searched worst pairs (60 candidates, 401 points: CMS 0.73, extended ℓ∞ 0.92, ℓ2 0.98,
@@ -350,6 +353,7 @@ def exact_audit_candidates(problem, count):
 
 
 @pytest.mark.parametrize("kind", ["kng", "kng_hinge"])
+@pytest.mark.slow
 def test_kng_exact_audit(problem, kind):
     """KNG's density on Theta = {||w||_1 <= 6}, normalised on a grid: 0.54 (Huber) and 0.69
     (hinge) at eps = 1, 1.23 and 1.48 at 2 eps (caught) on the pair a 60-candidate search
@@ -417,6 +421,7 @@ def test_hinge_kng_surrogate_map_follows_the_density():
     assert _min_p(wrong, cdfs) < P_REJECT
 
 
+@pytest.mark.slow
 def test_kng_sampler_blackbox_audit(problem):
     """The gradient-map sampler as it runs (release by release), black-box on the pair the
     exact audit finds worst: passes at eps = 1 (bound 0.0 with 3000 draws); the same sampler
