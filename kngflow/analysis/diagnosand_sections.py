@@ -198,7 +198,10 @@ def diagnosand_table(ds: xr.Dataset, diag: xr.Dataset, max_rows: int = 20_000,
 
 def diagnosands_or_reason(ctx: ReportContext) -> str | None:
     """:func:`diagnosand_section` of the context's diagnosands, or a ``## Bias and RMSE per
-    coefficient`` section saying why they were not computed; None when nothing finished."""
+    coefficient`` section saying why they were not computed; None when nothing finished or
+    the problem declares no coefficients (the error table says so)."""
+    if not _declared.coefficient_summaries(ctx.ds):
+        return None
     reason = diagnosable(ctx.ds)
     if reason is not None:
         return f"## Bias and RMSE per coefficient\n\nNot computed: {reason}."

@@ -49,6 +49,9 @@ def error_table_section(ctx: ReportContext) -> str:
     if ctx.n_vals.size >= 2 and not _declared.loglog_slopes(ctx.ds):
         md += ["", f"No slopes of the log error on log n: the problem declares that its error ({error_label(ctx.ds)}) "
                    "does not fall as a power of n (it is bounded, with a floor above zero)."]
+    if not _declared.coefficient_summaries(ctx.ds):
+        md += ["", "No per-coefficient bias and RMSE: the problem declares that its estimates' entries are not "
+                   "coefficients (coefficient_summaries = False)."]
     return "\n".join(md)
 
 

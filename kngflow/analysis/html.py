@@ -40,7 +40,7 @@ max-width:1150px;padding:0 1em;color:#1b1b1b;line-height:1.45;overflow-wrap:brea
 h1{border-bottom:2px solid #444;padding-bottom:.2em}h2{border-bottom:1px solid #bbb;margin-top:1.8em}
 table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.86em;max-width:100%}
 th,td{border:1px solid #ccc;padding:.25em .55em;text-align:left;vertical-align:top}
-td.long{min-width:11em}td.words{min-width:6em}.anywhere td{overflow-wrap:anywhere}
+td.long{min-width:11em}td.words{min-width:6em}.anywhere td,th{overflow-wrap:anywhere}
 th{background:#eef1f5;cursor:pointer;user-select:none;position:sticky;top:0}
 th[aria-sort=ascending]::after{content:" \\25B2"}th[aria-sort=descending]::after{content:" \\25BC"}
 tbody tr:nth-child(even){background:#f8f9fb}.scroll{overflow-x:auto}
@@ -57,7 +57,8 @@ code{background:#f4f4f4;padding:0 .2em;overflow-wrap:anywhere}
 .banner{border-left:4px solid #c98a00;background:#fff7e0;padding:.4em .8em;margin:.6em 0}
 .mark{color:#a00;font-weight:bold}.agrees{color:#1a7f37}.disagrees{color:#b00}.inconclusive{color:#8a6d00}
 details{margin:.8em 0}summary{cursor:pointer;font-weight:600}
-@media (max-width:900px){body{padding:0 .5em}table{font-size:.78em}th,td{padding:.2em .3em}}
+@media (max-width:900px){body{padding:0 .5em}table{font-size:.78em}th,td{padding:.2em .3em}
+td{overflow-wrap:anywhere}td.long{min-width:7em}}
 @page{size:A4;margin:12mm}
 @media print{
 body{max-width:none;margin:0;padding:0;font-size:10pt;line-height:1.3}

@@ -10,8 +10,10 @@ a summary at the top (what was run, the claims' verdicts, the headline figure), 
 list, the sections that apply to the study's problem, and a glossary of the statistical
 terms the report uses.
 
-A store with problem axes (``[grid.problem]`` in its spec, e.g. ``d``) gets a table of the
-mean error along those axes and the claims (evaluated on the whole store) at the top, then
+A store with problem axes (``[grid.problem]`` in its spec, e.g. ``d``) gets its own summary
+(the axes and their values, the grid, the claims' verdicts, the first point's headline
+figure) and contents, a table of the mean error along those axes and the claims (evaluated
+on the whole store), then
 the usual sections once per point of the axes (:func:`point_view`: that point's cells, its
 ``coef`` cut to the point's own estimate), each under a heading naming the point, its
 figures in a folder of their own (``d=16/error_vs_n.png``).
@@ -43,7 +45,7 @@ from .error_sections import error_table_section, ratio_section, ratio_sections, 
 from .report_context import SMALL_SAMPLE, ReportContext, small_sample_banner
 from .sections import (caveat_items, caveats_section, claims_section, completeness_section, contents_section,
                        figures_section, glossary_section, grid_words, run_date, shown_path, summary_section,
-                       title_block)
+                       summary_tail, title_block)
 
 __all__ = ["write_report", "make_report", "problem_axes", "point_view", "report_markdown", "open_store", "ratio_section", "diagnosand_section",
            "diagnosand_table", "claims_section", "resolve_claims", "REQUIRED_VARIABLES", "missing_variable",
@@ -282,12 +284,26 @@ def _plain(v):
     return v.item() if hasattr(v, "item") else v
 
 
+def _axes_summary(ds: xr.Dataset, axes: tuple[str, ...], verdicts, headline) -> str:
+    """``## Summary`` of a store with problem axes: the axes and their values, the grid at
+    every point, the claims' verdicts, and the first point's headline figure."""
+    values = "; ".join(f"{a} = {', '.join(str(_plain(v)) for v in ds[a].values)}" for a in axes)
+    md = ["## Summary", "",
+          f"- problem axes: {values} (each point simulates its own data sets; its report is below, under its "
+          "own heading)",
+          f"- grid at every point: n = {', '.join(_s.format_n(int(n)) for n in ds['n'].values)}; "
+          f"ε = {', '.join(_s.format_epsilon(float(e)) for e in ds['epsilon'].values)}; "
+          f"{ds.sizes['replicate']} replicates; mechanisms {', '.join(map(str, ds['mechanism'].values))}",
+          f"- error: {error_label(ds)}"]
+    return "\n".join(md + summary_tail(verdicts, headline))
+
+
 def _axes_report(ds: xr.Dataset, store_path, out: Path, html: bool, verdicts, claims_path):
     """:func:`make_report` of a store with problem axes (see the module docstring)."""
     import itertools
 
     axes = problem_axes(ds)
-    parts, written = [], []
+    parts, written, headline = [], [], None
     for values in itertools.product(*(list(ds[a].values) for a in axes)):
         point = {a: _plain(v) for a, v in zip(axes, values)}
         name = ",".join(f"{a}={v}" for a, v in point.items())
@@ -297,6 +313,7 @@ def _axes_report(ds: xr.Dataset, store_path, out: Path, html: bool, verdicts, cl
         summ = _s.error_summary(sub).compute()
         figures, notes = _write_figures(sub, summ, folder)
         figures = [(f"{name}/{f}", caption) for f, caption in figures]
+        headline = headline or (figures[0] if figures else None)
         diag = diagnose(sub).compute() if diagnosable(sub) is None else None
         md = report_markdown(sub, summary=summ, info=_s.completeness(sub), figures=figures, notes=notes,
                              store_path=os.fspath(store_path), diagnosands=diag)
@@ -311,12 +328,12 @@ def _axes_report(ds: xr.Dataset, store_path, out: Path, html: bool, verdicts, cl
             body.append("#" + line if line.startswith("#") else line)
         parts.append(f"## {', '.join(f'{a} = {v}' for a, v in point.items())}\n" + "\n".join(body).strip())
     study = study_name(ds)
-    head = [f"# kngflow report{': ' + study if study else ''}",
-            f"A study with problem axes {', '.join(axes)}: the table below compares the points; then every "
-            "point's own report.", _axes_table(ds, axes)]
+    head = [f"# kngflow report{': ' + study if study else ''}", _axes_summary(ds, axes, verdicts, headline)]
+    body = [_axes_table(ds, axes)]
     if verdicts:
-        head.append(claims_section(verdicts, None if claims_path is None else shown_path(claims_path, store_path)))
-    md = "\n\n".join(head + parts) + "\n"
+        body.append(claims_section(verdicts, None if claims_path is None else shown_path(claims_path, store_path)))
+    body += parts
+    md = "\n\n".join(head + [contents_section("\n\n".join(head + ["## Contents"] + body))] + body) + "\n"
     (out / "report.md").write_text(md, encoding="utf-8")
     written.append(out / "report.md")
     if html:

@@ -44,7 +44,7 @@ from .figures import study_name
 from .html import anchor
 from .report_context import SMALL_SAMPLE, ReportContext, mechanism_name, small_sample_banner, smallest_count
 
-__all__ = ["ReportContext", "title_block", "summary_section", "contents_section", "completeness_section",
+__all__ = ["ReportContext", "title_block", "summary_section", "summary_tail", "contents_section", "completeness_section",
            "caveats_section", "claims_section", "figures_section", "error_table_section", "slopes_section",
            "ratio_section", "ratio_sections", "diagnosand_section", "diagnosand_table", "coverage_section",
            "glossary_section", "GLOSSARY", "glossary_terms", "mechanism_name", "shown_path",
@@ -157,16 +157,22 @@ def summary_section(ctx: ReportContext) -> str:
     meta.append(f"- completeness: {completeness}" + ("" if "complete" in completeness else " (see Completeness)"))
     meta.append("- provenance: the spec, its hash, the seed and the package versions are in the store's attributes "
                 "(and folded at the end of report.html)")
-    md = ["## Summary", ""] + meta
-    if ctx.verdicts:
-        counts = _verdict_counts(ctx.verdicts)
-        md += ["", f"Claims: {len(ctx.verdicts)} checked: " + ", ".join(f"{k} {v}" for k, v in counts.items())
+    return "\n".join(["## Summary", ""] + meta + summary_tail(ctx.verdicts, ctx.headline))
+
+
+def summary_tail(verdicts: list | None, headline: tuple[str, str] | None) -> list[str]:
+    """The summary's last lines: the claims' verdicts (counts, then one line each) and the
+    headline figure ``(file, caption)`` with its caption."""
+    md = []
+    if verdicts:
+        counts = _verdict_counts(verdicts)
+        md += ["", f"Claims: {len(verdicts)} checked: " + ", ".join(f"{k} {v}" for k, v in counts.items())
                + " (details under Paper claims)."]
-        md += [""] + [f"- **{v.verdict}** `{v.id}`: {str(v.statement).strip()}" for v in ctx.verdicts]
-    if ctx.headline is not None:
-        fname, caption = ctx.headline
+        md += [""] + [f"- **{v.verdict}** `{v.id}`: {str(v.statement).strip()}" for v in verdicts]
+    if headline is not None:
+        fname, caption = headline
         md += ["", f"![{Path(fname).stem}]({fname})", "", f"*{caption}*"]
-    return "\n".join(md)
+    return md
 
 
 def _headings(md: str) -> list[tuple[int, str]]:

@@ -39,7 +39,8 @@ proposal's density is ``q_map`` times ``C(theta)``, 1 where the solve of
 draw evaluates ``C`` (below).
 
 Where the solve runs off beyond ``REACH B`` (separated data: the loss has no minimiser)
-or its root lies outside ``Theta``, the chain does not run: the target's mass then lies in a
+or its root lies outside ``Theta``, a chain asked for ``need_root`` does not run (logistic
+regression's, :attr:`~kngflow.mechanisms.generic.GenericKNG.needs_minimiser`): the target's mass then lies in a
 thin ridge running to the edge of ``Theta``, where the gradient is small and saturates, so
 ``det H`` is tiny and the map proposes there hardly ever, and 50 proposals from a start
 drawn from the proposal leave the chain far from the target (separated logistic data,
@@ -96,7 +97,7 @@ _NEGLIGIBLE = 40.0
 
 @jit
 def gradient_map_chain(gradient, hessian, rng, args, a, code, center, B, base_scale, proposals, max_tries, max_iter,
-                       base_share, warm, out, acc_out, steps_out):
+                       base_share, warm, need_root, out, acc_out, steps_out):
     """Run ``out.shape[0]`` independent gradient-map chains (see the module docstring).
 
     Parameters
@@ -123,6 +124,9 @@ def gradient_map_chain(gradient, hessian, rng, args, a, code, center, B, base_sc
         regression's far from the data, or one of low rank, as on a tiny data set), where
         the map alone proposes too rarely.  ``0``: the map alone, ``w = base / det H`` (exact
         for a constant Hessian).
+    need_root : bool (with ``warm=False``), return -2 without drawing where the solve for
+        ``theta_0`` runs off or ends outside ``Theta`` (module docstring); otherwise
+        ``theta_0`` is then ``center``.
     warm : bool, start each Newton solve at the chain's state (valid only where the solve
         converges from every start: a constant Hessian); ``False``: at the fixed
         ``theta_0`` (module docstring), and a base-measure draw ``theta`` counts the map's
@@ -133,9 +137,9 @@ def gradient_map_chain(gradient, hessian, rng, args, a, code, center, B, base_sc
         proposals made.
 
     Returns 0, -1 when a chain found no proposal inside ``Theta`` in ``max_tries`` (its
-    row of ``out`` is then undefined), or -2 (``warm=False``, nothing drawn) when the
-    solve for the data's minimiser ``theta_0`` runs off beyond ``REACH B`` or ends outside
-    ``Theta`` (module docstring).
+    row of ``out`` is then undefined), or -2 (``warm=False`` and ``need_root``, nothing
+    drawn) when the solve for the data's minimiser ``theta_0`` runs off beyond ``REACH B``
+    or ends outside ``Theta`` (module docstring).
     """
     d = center.shape[0]
     gauss = base_scale > 0.0
@@ -171,9 +175,10 @@ def gradient_map_chain(gradient, hessian, rng, args, a, code, center, B, base_sc
         s = 0.0
         for i in range(d):
             s += abs(x[i] - center[i])
-        if (failed and s > reach) or (not failed and not (gauss or s <= B)):
+        inside = not failed and (gauss or s <= B)
+        if need_root and not inside and (s > reach or not failed):
             return -2  # the solve ran off (no minimiser: separated data) or the minimiser is outside Theta
-        if not failed:  # the root of gradient = 0 (the data's minimiser) inside Theta
+        if inside:  # the root of gradient = 0 (the data's minimiser) inside Theta
             for i in range(d):
                 x0[i] = x[i]
                 for k in range(d):

@@ -103,6 +103,11 @@ class GenericKNG(Sampled):
     #: optional ``(gradient, hessian)`` of a smooth strictly convex surrogate of a loss whose
     #: gradient is not smooth, on ``surrogate_args(data)``: enables ``"surrogate_map"``
     surrogate = None
+    #: the gradient map hands over to the next sampler (RuntimeError; the hardened release: to
+    #: Metropolis) where the loss's minimiser is not found inside ``Theta``: set by a problem
+    #: whose law then runs to the edge of ``Theta`` out of the map's reach (logistic regression
+    #: on separated records; :func:`~kngflow.kernels.gradient_map.gradient_map_chain`)
+    needs_minimiser: bool = False
     hardened_releases = {**Sampled.hardened_releases,  # noqa: RUF012 - read only
                          "surrogate_map": "release_surrogate_hardened",
                          "gradient_map": "release_gradient_map_hardened"}
@@ -145,7 +150,8 @@ class GenericKNG(Sampled):
         out, acc, steps = gradient_map_draws(type(self).gradient, type(self).hessian, self.kernel_args(data),
                                              self.rate(data, epsilon), self.norm, self.domain(data),
                                              self.base_scale if self.base == "gaussian" else 0.0, rng, size,
-                                             int(proposals or self.proposals), self.max_tries, BASE_SHARE, warm=False)
+                                             int(proposals or self.proposals), self.max_tries, BASE_SHARE, warm=False,
+                                             need_root=type(self).needs_minimiser)
         return out, DrawInfo("gradient_map", acc, steps)
 
     def surrogate_args(self, data) -> tuple:
@@ -272,9 +278,10 @@ class GenericKNG(Sampled):
         double-double from the recorded ``u`` and certified
         (:func:`~kngflow.kernels.certified.chol_solve_dd`).  The value times the output scale
         (:func:`~kngflow.kernels.dd.scale_dd`) is snapped from its double-double value.
-        Where the fit fails or ends outside ``Theta`` (separated data: no minimiser, the
-        law's mass in a ridge at the edge of ``Theta`` that the frozen map misses, as the
-        unhardened map does: :func:`~kngflow.kernels.gradient_map.gradient_map_chain`), or
+        Where the fit fails, or ends outside ``Theta`` for a problem that
+        :attr:`needs_minimiser` (separated data: no minimiser, the law's mass in a ridge at
+        the edge of ``Theta`` that the frozen map misses, as the unhardened map does:
+        :func:`~kngflow.kernels.gradient_map.gradient_map_chain`), or
         the certificate exceeds ``η`` (not observed), the
         random-walk Metropolis chain on the dyadic lattice ``2^(floor(log2 B) - 46)`` runs
         instead (exact positions, the same target).  Decisions are modelled as exact, as
@@ -293,7 +300,7 @@ class GenericKNG(Sampled):
                 (center, B), 0.0, rng, center[None, :], int(self.proposals), details=True)
         except RuntimeError:
             out = None
-        if out is not None and np.abs(fit[:, -1] - center).sum() > B:
+        if out is not None and cls.needs_minimiser and np.abs(fit[:, -1] - center).sum() > B:
             out = None  # the minimiser outside Theta (or none): the map misses the law (gradient_map_chain)
         if out is not None:
             route = int(routes[0])

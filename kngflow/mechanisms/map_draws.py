@@ -31,7 +31,7 @@ GRADIENT_MAP_PROPOSALS = 50
 
 
 def gradient_map_draws(gradient, hessian, args, a, norm, domain, base_scale, rng, size, proposals, max_tries,
-                       base_share=0.0, warm=None):
+                       base_share=0.0, warm=None, need_root=False):
     """``size`` gradient-map chains on a problem's jitted ``gradient`` / ``hessian``
     (:func:`~kngflow.kernels.gradient_map.gradient_map_chain`): returns the final states
     (size, d), the accepted fractions (size,) and the proposals made (size,).
@@ -45,7 +45,9 @@ def gradient_map_draws(gradient, hessian, args, a, norm, domain, base_scale, rng
     ``False`` starts every solve at one state-independent point, so that the proposal's law
     does not depend on the state (:mod:`kngflow.kernels.gradient_map`); ``None`` (default):
     warm for the map alone (``base_share = 0``: linear regression, the mean), not warm with
-    a base-measure share (a Hessian that varies).  The one entry point of the sampler: KNGs
+    a base-measure share (a Hessian that varies).  ``need_root``: raise RuntimeError (the
+    policy's hand-over) where the loss's minimiser is not found inside ``Theta``, before any
+    draw.  The one entry point of the sampler: KNGs
     of every model call it with their own gradient/Hessian pair.
     """
     center, B = domain
@@ -55,7 +57,7 @@ def gradient_map_draws(gradient, hessian, args, a, norm, domain, base_scale, rng
     steps = np.empty(size, dtype=np.int64)
     warm = base_share == 0.0 if warm is None else bool(warm)
     call = (gradient, hessian, rng, args, float(a), NORM_CODES[norm], center, float(B), float(base_scale),
-            int(proposals), int(max_tries), MAX_ITER, float(base_share), warm, out, acc, steps)
+            int(proposals), int(max_tries), MAX_ITER, float(base_share), warm, bool(need_root), out, acc, steps)
     entry, call = first_class(gradient_map_chain, call, {0: gradient_call(args), 1: hessian_call(args)})
     status = entry(*call)
     if status == -2:

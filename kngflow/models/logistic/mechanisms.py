@@ -196,6 +196,7 @@ class KNG(GenericKNG):
     """
 
     samplers = ("gradient_map", "metropolis")
+    needs_minimiser = True  # separated records: Metropolis (see above)
     gradient = staticmethod(logistic_gradient)
     hessian = staticmethod(_hessian)
 
