@@ -249,10 +249,9 @@ def calibrate(spec, *, budget: float = 3.0, task_seconds: float = 1.0) -> CostMo
 
 def _calibrate(spec, budget: float, task_seconds: float) -> CostModel:
     mechanisms = spec.build_mechanisms()
-    points = spec.axis_points() if hasattr(spec, "axis_points") else [None]
+    points = spec.axis_points()
     rng = np.random.default_rng(12345)
-    measured = [_calibrate_point(spec, spec.problem(p) if p is not None else spec.problem(), mechanisms, rng,
-                                 budget / len(points)) for p in points]
+    measured = [_calibrate_point(spec, spec.problem(p), mechanisms, rng, budget / len(points)) for p in points]
     per_row = float(np.mean([m[0] for m in measured]))
     per_data = float(np.mean([m[1] for m in measured]))
     per_release = {}
@@ -416,8 +415,8 @@ def estimate(spec, cost: CostModel, *, progress: dict | None = None, chunks: dic
     without materialising anything per cell or per task.
     """
     problem = spec.problem()
-    d = int(spec.coef_width()) if hasattr(spec, "coef_width") else int(problem.d)
-    P = len(spec.axis_points()) if hasattr(spec, "axis_points") else 1  # points of the problem axes
+    d = int(spec.coef_width())
+    P = len(spec.axis_points())  # points of the problem axes
     M, E, R = len(spec.labels), len(spec.epsilon), len(spec.replicates)
     cells = P * M * len(spec.n) * E * R
     seconds = tasks = to_compute = 0

@@ -80,7 +80,7 @@ class Cell(NamedTuple):
 
 
 def _axes(spec, point) -> tuple:
-    return spec.axis_items(tuple(point)) if point and hasattr(spec, "axis_items") else ()
+    return spec.axis_items(tuple(point)) if point else ()
 
 
 def simulate_data(spec, problem, n: int, replicate: int, point: tuple = ()):
