@@ -31,7 +31,7 @@ import math
 
 from kngflow._jit import jit
 
-__all__ = ["cholesky_logdet", "XTOL", "MAX_ITER"]
+__all__ = ["cholesky_logdet", "forward_solve", "XTOL", "MAX_ITER"]
 
 #: Newton's step tolerance, relative to ``1 + ||theta||_inf``
 XTOL = 1e-10
@@ -67,14 +67,20 @@ def cholesky_logdet(H, L):
 
 
 @jit
-def _chol_solve(L, r, out):
-    """``out = -(L L')^-1 r``."""
-    d = r.shape[0]
-    for i in range(d):
-        s = r[i]
+def forward_solve(L, b, out):
+    """``out = L^-1 b`` (``L`` lower triangular), by forward substitution."""
+    for i in range(b.shape[0]):
+        s = b[i]
         for k in range(i):
             s -= L[i, k] * out[k]
         out[i] = s / L[i, i]
+
+
+@jit
+def _chol_solve(L, r, out):
+    """``out = -(L L')^-1 r``."""
+    d = r.shape[0]
+    forward_solve(L, r, out)
     for i in range(d - 1, -1, -1):
         s = out[i]
         for k in range(i + 1, d):

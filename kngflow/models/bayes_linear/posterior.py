@@ -87,7 +87,7 @@ import numpy as np
 from scipy.special import gammaln, stdtr, stdtrit
 
 from kngflow._jit import jit
-from kngflow.kernels.newton import cholesky_logdet
+from kngflow.kernels.newton import cholesky_logdet, forward_solve
 from kngflow.models.bayes_linear.problem import augmented, t_layout
 
 __all__ = ["nig_posterior", "student_summary", "project_statistics", "noise_aware_draws", "mixture_summary",
@@ -139,17 +139,6 @@ def project_statistics(G: np.ndarray, c: np.ndarray, yy: float, n: int, y_bound:
 
 # ----------------------------------------------------------------------------- the sampler
 @jit
-def _forward(L, b, out):
-    """``out = L^-1 b`` (L lower triangular)."""
-    m = L.shape[0]
-    for i in range(m):
-        s = b[i]
-        for k in range(i):
-            s -= L[i, k] * out[k]
-        out[i] = s / L[i, i]
-
-
-@jit
 def _log_evidence(t, I, J, n, d, box, B, lam0, r0, m0, a0, b0, A, G, L, M, Lm, w, v, post, j):
     """``log p(T)`` of the collapsed model (module docstring), -inf outside the support.  With
     ``post[0] < 0`` on entry, also writes ``post = (mu_n[j], scale_j)`` for the state."""
@@ -182,7 +171,7 @@ def _log_evidence(t, I, J, n, d, box, B, lam0, r0, m0, a0, b0, A, G, L, M, Lm, w
         return -np.inf
     for a in range(d):
         v[a] = A[a, d]
-    _forward(L, v, w)
+    forward_solve(L, v, w)
     q = 0.0
     for a in range(d):
         q += w[a] * w[a]
@@ -195,7 +184,7 @@ def _log_evidence(t, I, J, n, d, box, B, lam0, r0, m0, a0, b0, A, G, L, M, Lm, w
         return -np.inf
     for a in range(d):
         v[a] = r0[a] + A[a, d]
-    _forward(Lm, v, w)
+    forward_solve(Lm, v, w)
     vv = 0.0
     for a in range(d):
         vv += w[a] * w[a]
@@ -214,7 +203,7 @@ def _log_evidence(t, I, J, n, d, box, B, lam0, r0, m0, a0, b0, A, G, L, M, Lm, w
         mu_j = v[j]
         for a in range(d):
             v[a] = 1.0 if a == j else 0.0
-        _forward(Lm, v, w)
+        forward_solve(Lm, v, w)
         diag = 0.0
         for a in range(d):
             diag += w[a] * w[a]
