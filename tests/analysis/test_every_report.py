@@ -7,7 +7,9 @@ with its title, ``## Summary`` and ``## Contents``; its sections follow the prob
 log–log slopes for a problem whose ``loglog_slopes`` is False (an error that bottoms out),
 no per-coefficient bias and RMSE for one whose ``coefficient_summaries`` is False (a
 release that is not a coefficient vector), and slopes wherever they apply (two n or more
-and a problem that declares them: the negative control of that check).  In Chromium (``test_report_html``'s
+and a problem that declares them: the negative control of that check).  Every figure the
+report saves has every text inside its PNG (``test_report.py``'s check, whose negative
+control is a figure shrunk and saved without the tight box).  In Chromium (``test_report_html``'s
 probe) the page raises no error, fetches nothing, fits the window with no column hidden
 behind a table's scroll, and decodes every figure at its PNG size; the probe's own negative
 controls are ``test_report_html.py::test_browser_harness_flags_a_broken_page``.
@@ -19,6 +21,7 @@ import re
 from pathlib import Path
 
 import pytest
+from test_report import checked_figures
 from test_report_html import _check_self_contained, _probe, needs_chromium
 from testkit import kngflow_cli
 
@@ -27,9 +30,9 @@ SPECS = sorted(p for p in WORKFLOWS.glob("*.toml") if not p.name.endswith(".clai
 SLOPES, COEFFICIENTS = "Log–log slopes", "Bias and RMSE per coefficient"
 
 
-def _reduced_report(spec: Path, tmp: Path) -> tuple[Path, str, object, int]:
+def _reduced_report(spec: Path, tmp: Path, monkeypatch) -> tuple[Path, str, object, int]:
     """``(report folder, report.md, problem, number of n)`` of ``spec`` run reduced and
-    reported by the real CLI."""
+    reported by the real CLI, no text of its figures cut off."""
     from kngflow.sweep.spec import load_spec
 
     loaded = load_spec(spec)
@@ -37,8 +40,10 @@ def _reduced_report(spec: Path, tmp: Path) -> tuple[Path, str, object, int]:
     run = kngflow_cli("run", spec, "--store", tmp / "s.zarr", "--workers", 1, "--no-dashboard", "--no-progress",
                       "--n", sizes, "--replicates", 2, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
+    figures, cut = checked_figures(monkeypatch)
     report = kngflow_cli("report", tmp / "s.zarr", "--out", tmp / "report", "--html")
     assert report.returncode == 0, report.stdout + report.stderr
+    assert figures and cut == [], cut
     return (tmp / "report", (tmp / "report" / "report.md").read_text(encoding="utf-8"), loaded.problem(),
             len(sizes.split(",")))
 
@@ -46,8 +51,8 @@ def _reduced_report(spec: Path, tmp: Path) -> tuple[Path, str, object, int]:
 @needs_chromium
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", SPECS, ids=[p.stem for p in SPECS])
-def test_report_of_every_shipped_study(spec, tmp_path):
-    out, md, problem, sizes = _reduced_report(spec, tmp_path)
+def test_report_of_every_shipped_study(spec, tmp_path, monkeypatch):
+    out, md, problem, sizes = _reduced_report(spec, tmp_path, monkeypatch)
     headings = [line for line in md.splitlines() if line.startswith("#")]
     assert headings[0].startswith("# kngflow report") and headings[1:3] == ["## Summary", "## Contents"], headings[:4]
     titles = {h.lstrip("#").strip() for h in headings}  # a study with problem axes: "###" per point

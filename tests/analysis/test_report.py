@@ -277,3 +277,78 @@ def test_shown_path_is_relative_to_the_store_folder(tmp_path):
     assert shown_path(store, store) == "x.zarr"
     assert shown_path(tmp_path / "results" / "claims" / "x.claims.toml", store) == "claims/x.claims.toml"
     assert shown_path("/elsewhere/workflows/x.claims.toml", store) == "x.claims.toml"
+
+
+# ---------------------------------------------------------------------------
+# figures: no text drawn outside the PNG
+# ---------------------------------------------------------------------------
+def texts_cut_off(fig, save) -> list[str]:
+    """The texts ``save(fig)`` draws outside the PNG it returns (more than half a pixel out).
+
+    Every text the save really draws is recorded with its extent in the saved image's
+    pixels (``Text.draw`` wrapped for the save; a tick label outside the view is not
+    drawn, so not recorded): the last renderer's draw is the one written to the file."""
+    import io
+
+    import matplotlib.image as mpimg
+    from matplotlib.text import Text
+
+    drawn, draw = [], Text.draw
+
+    def recording(self, renderer):
+        draw(self, renderer)
+        if self.get_visible() and self.get_text().strip():
+            drawn.append((renderer, self.get_text(), self.get_window_extent(renderer)))
+
+    Text.draw = recording
+    try:
+        png = save(fig)
+    finally:
+        Text.draw = draw
+    height, width = mpimg.imread(io.BytesIO(png)).shape[:2]
+    last = drawn[-1][0]
+    return [text for renderer, text, box in drawn if renderer is last and (
+        box.x0 < -0.5 or box.y0 < -0.5 or box.x1 > width + 0.5 or box.y1 > height + 0.5)]
+
+
+def checked_figures(monkeypatch) -> tuple[list, list]:
+    """Make the report's PNG writer check each figure it saves: ``(figures, texts cut off)``,
+    filled as the report draws."""
+    from kngflow.analysis import report
+
+    figures, cut, png = [], [], report._png
+
+    def checked(fig):
+        saved = []
+        cut.extend(texts_cut_off(fig, lambda f: saved.append(png(f)) or saved[0]))
+        figures.append(fig)
+        return saved[0]
+
+    monkeypatch.setattr(report, "_png", checked)
+    return figures, cut
+
+
+def test_no_figure_text_is_cut_off_and_a_cut_one_is_caught(tmp_path, monkeypatch):
+    """Every figure of a report (PCA's three-line error label, facets with the legend
+    outside) has every text inside its PNG.  Negative control: the same figure shrunk to
+    3 × 2 in and saved without the tight box loses its axis labels; the report's own save
+    keeps them even then."""
+    import io
+
+    from kngflow.analysis import report
+
+    figures, cut = checked_figures(monkeypatch)
+    write_report(_two_n_store(tmp_path, "pca", 5, name="pca"), tmp_path / "pca", claims=False)
+    assert len(figures) >= 2 and cut == []
+
+    def plain(fig):
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=120)
+        return buf.getvalue()
+
+    fig = figures[0]
+    fig.set_size_inches(3, 2)
+    lost = texts_cut_off(fig, plain)
+    assert any(text.startswith("log10(") for text in lost), lost
+    monkeypatch.undo()
+    assert texts_cut_off(fig, report._png) == []
