@@ -7,7 +7,12 @@ run's start-up (the local cluster's start, the run's calibration, the store's cr
 the cluster's close: :func:`kngflow.sweep.plan.startup_seconds`).  Then ``kngflow run`` of
 the same reduced study on ``W`` workers is timed (wall clock of the whole command).
 Printed per study: the estimate, the actual time and their ratio (estimate / actual; 1 is
-exact, the target band is 0.5–2); exits 1 when a ratio lies outside the band.
+exact, the target band is 0.5–2).  The run's own estimates are timed against what was left
+of it when each was printed: its plan line (``plan: compute ≈ … on W workers``, printed once
+the cluster is up) and its first progress line with a time left (``about … left``, off a
+terminal every 30 s: a run shorter than that has none); each ratio is the time the line
+said was left over the time the run went on after it.  Exits 1 when a ratio lies outside
+the band.
 
     python benchmarks/bench_estimate.py [--workers 2] [--only bayes kmeans]
 """
@@ -37,6 +42,9 @@ STUDIES = [
 ]
 
 _WALL = re.compile(r"wall ≈ (?P<value>[\d.]+) (?P<unit>s|min|h) on \d+ local workers")
+#: the run's own estimates of what is left: its plan line, then its progress lines
+_RUN_PLAN = re.compile(r"^plan: compute .*, (?P<value>[\d.]+) (?P<unit>s|min|h) on \d+ workers$")
+_LEFT = re.compile(r"about (?P<value>[\d.]+) (?P<unit>s|min|h) left")
 _UNITS = {"s": 1.0, "min": 60.0, "h": 3600.0}
 
 
@@ -44,6 +52,28 @@ def kngflow(*args: str) -> subprocess.CompletedProcess:
     """The CLI beside this Python (the environment's ``kngflow`` script)."""
     exe = Path(sys.executable).parent / "kngflow"
     return subprocess.run([str(exe), *args], cwd=ROOT, capture_output=True, text=True)
+
+
+def timed_run(*args: str) -> tuple[int, float, list[tuple[float, str]]]:
+    """``kngflow run ARGS``: its exit status, its wall time and its output lines, each with the
+    seconds since the start at which it was printed."""
+    exe = Path(sys.executable).parent / "kngflow"
+    started = time.perf_counter()
+    proc = subprocess.Popen([str(exe), "run", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, bufsize=1)
+    lines = [(time.perf_counter() - started, line.rstrip("\n")) for line in proc.stdout]
+    status = proc.wait()
+    return status, time.perf_counter() - started, lines
+
+
+def said_left(lines: list[tuple[float, str]], pattern: re.Pattern, actual: float) -> str:
+    """``left / after`` for the first line matching ``pattern``: the time it said was left
+    over the time the run went on after it ("-" where no line matches)."""
+    for at, line in lines:
+        if m := pattern.search(line):
+            left = float(m["value"]) * _UNITS[m["unit"]]
+            return f"{left:6.1f}/{actual - at:6.1f} s = {left / max(actual - at, 1e-9):4.2f}"
+    return "-"
 
 
 def main() -> int:
@@ -62,16 +92,17 @@ def main() -> int:
             return 1
         estimate = float(m["value"]) * _UNITS[m["unit"]]
         with tempfile.TemporaryDirectory() as tmp:
-            started = time.perf_counter()
-            run = kngflow("run", spec, "--store", str(Path(tmp) / "s.zarr"), "--workers", str(args.workers),
-                          *overrides)
-            actual = time.perf_counter() - started
-        if run.returncode:
-            print(f"{name}: run failed: {(run.stdout + run.stderr).strip().splitlines()[-1:]}")
+            status, actual, lines = timed_run(spec, "--store", str(Path(tmp) / "s.zarr"), "--workers",
+                                              str(args.workers), "--no-dashboard", *overrides)
+        if status:
+            print(f"{name}: run failed: {lines[-1][1] if lines else ''}")
             return 1
         ratios.append(estimate / actual)
-        print(f"{name:14s} {' '.join(overrides) or '(full)':18s} estimate {estimate:7.1f} s  actual {actual:7.1f} s  "
-              f"ratio {estimate / actual:5.2f}", flush=True)
+        own = [said_left(lines, _RUN_PLAN, actual), said_left(lines, _LEFT, actual)]
+        ratios += [float(r.rsplit("= ", 1)[1]) for r in own if r != "-"]
+        print(f"{name:14s} {' '.join(overrides) or '(full)':18s} plan {estimate:7.1f} s  actual {actual:7.1f} s  "
+              f"ratio {estimate / actual:5.2f}; the run's plan line {own[0]}; its first time left {own[1]}",
+              flush=True)
     inside = sum(0.5 <= r <= 2 for r in ratios)
     print(f"ratios {min(ratios):.2f} … {max(ratios):.2f}; within 0.5–2: {inside} of {len(ratios)}")
     return 0 if inside == len(ratios) else 1

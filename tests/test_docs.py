@@ -7,8 +7,12 @@ What a fenced code block means to this test (every fence must name a language):
   ``# file: NAME`` is written to ``NAME`` in that directory instead of being run.
 * ``bash`` / ``console``: every command line runs (a ``$ `` prompt is stripped, ``\\``
   continuations are joined, ``&&`` chains are split, comments are dropped). ``kngflow ...``
-  and ``python ...`` commands run in a subprocess in the working directory and must exit
-  with status 0, or with ``N`` where the line's comment says ``exit N``. ``pip install``
+  and ``python ...`` commands run in the working directory and must exit with status 0, or
+  with ``N`` where the line's comment says ``exit N``, and print no traceback: a ``kngflow``
+  command that starts no cluster (``audit``, ``report``, ``status`` … without ``--workers``
+  or a scheduler) through :func:`kngflow.cli.main` in this process, as
+  ``testkit.kngflow_cli`` runs it; ``kngflow run``, a command reaching a cluster and
+  ``python ...`` in a subprocess. ``pip install``
   is not run (the test runs in the installed environment) and neither is
   ``python -m pytest`` (the suite this test belongs to). Any other command fails the
   test, so nothing in a code block goes unchecked.
@@ -31,8 +35,7 @@ as written, in seconds instead of minutes or hours. ``kngflow run`` gets
 worker process's start costs more CPU than these studies; stores do not depend on it).
 Audits are reduced the same way: ``kngflow audit`` gets ``--draws 2000`` (appended, so it
 overrides the line's own ``--draws``); every documented exit status (pass 0, flagged 1)
-holds at that size, and the results at full size are the tables of docs/audits.md. A
-block made only of ``kngflow audit`` lines (audits write nothing) runs two at a time.
+holds at that size, and the results at full size are the tables of docs/audits.md.
 
 Cluster placeholders (docs/cluster.md): the test starts a ``dask scheduler`` and one
 ``dask worker`` (which cannot read the working directory) and puts their address for
@@ -57,13 +60,12 @@ import shutil
 import subprocess
 import sys
 import tomllib
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
 
-from testkit import kngflow_command
+from testkit import cli_in_process, in_process, kngflow_command
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -185,19 +187,24 @@ def run_command(command: str, status: int, folder: Path, env: dict, where: str, 
     if argv[0] == "pip" or argv[:3] == ["python", "-m", "pytest"]:
         return
     if argv[0] == "kngflow":
-        argv = [*kngflow_command(), *argv[1:]]
-        if argv[len(kngflow_command())] == "run":
+        argv = argv[1:]
+        if argv[:1] == ["run"]:
             argv += ["--no-dashboard", "--no-progress"]
             if not {"--workers", "--scheduler", "--scheduler-file", "--cluster"} & set(argv):
                 argv += ["--workers", "1"]
-        elif argv[len(kngflow_command())] == "audit":
+        elif argv[:1] == ["audit"]:
             argv += ["--draws", str(AUDIT_DRAWS)] + ([] if "--no-progress" in argv else ["--no-progress"])
+        if in_process(argv):  # this process's working directory and path are the page's (the test's chdir)
+            proc = cli_in_process(argv)
+        else:
+            proc = subprocess.run([*kngflow_command(), *argv], cwd=folder, env=env, capture_output=True, text=True,
+                                  timeout=600)
     elif argv[0] == "python":
-        argv = [sys.executable, *argv[1:]]
+        proc = subprocess.run([sys.executable, *argv[1:]], cwd=folder, env=env, capture_output=True, text=True,
+                              timeout=600)
     else:
         pytest.fail(f"{where}: `{command}` is neither a kngflow nor a python command; mark the block `text` "
                     "if it is not meant to run")
-    proc = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == status, (where, command, proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
     assert "Traceback" not in proc.stderr, (where, command, proc.stderr[-3000:])
 
@@ -287,14 +294,8 @@ def test_page_runs_as_written(page, tmp_path, monkeypatch, cluster_targets):
                 except Exception as exc:  # noqa: BLE001 - name the block
                     pytest.fail(f"{where} raised {type(exc).__name__}: {exc}\n{body}")
         elif lang in ("bash", "console"):
-            found_commands = commands(body, lang)
-            if found_commands and all(c.startswith("kngflow audit ") for c, _ in found_commands):
-                # audits write nothing: a block of them runs two at a time
-                with ThreadPoolExecutor(2) as pool:
-                    list(pool.map(lambda cs: run_command(*cs, folder, env, where, targets), found_commands))
-            else:
-                for command, status in found_commands:
-                    run_command(command, status, folder, env, where, targets)
+            for command, status in commands(body, lang):
+                run_command(command, status, folder, env, where, targets)
         elif lang == "toml":
             check_toml(body, folder, where)
     import matplotlib.pyplot as plt
@@ -357,7 +358,10 @@ def test_the_studies_page_lists_every_shipped_spec():
 @pytest.mark.slow
 def test_mkdocs_build_strict(tmp_path):
     """``mkdocs build --strict``: warnings (a broken link or anchor, a docstring griffe cannot
-    read, a page missing from the nav) are errors; the notebooks' pages show their outputs."""
+    read, a page missing from the nav) are errors.  The build runs every notebook from top
+    to bottom (docs/hooks/notebooks.py; a cell that raises fails it): the executed notebook
+    on the site has no error output and at least five code cells that printed or returned
+    something, and its page shows the outputs of every one of them."""
     pytest.importorskip("mkdocs")
     pytest.importorskip("mkdocstrings")
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
@@ -365,8 +369,15 @@ def test_mkdocs_build_strict(tmp_path):
                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert proc.returncode == 0, proc.stderr[-5000:]
     assert (tmp_path / "site" / "api" / "mechanisms" / "index.html").read_text().count("get_mechanism") > 0
+    nbformat = pytest.importorskip("nbformat")
     for name in ("01_study_from_python", "02_reproduce_a_figure", "03_bring_your_own_mechanism"):
-        assert "nb-output" in (tmp_path / "site" / "notebooks" / name / "index.html").read_text()  # executed
+        nb = nbformat.read(tmp_path / "site" / "notebooks" / f"{name}.ipynb", as_version=4)
+        errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+        assert not errors, (name, errors)
+        printed = sum(1 for c in nb.cells if c.cell_type == "code" and c.outputs)
+        page = (tmp_path / "site" / "notebooks" / name / "index.html").read_text()
+        assert printed >= 5 and page.count('class="nb-output"') == printed, (name, printed)
+        assert f'href="../{name}.ipynb"' in page, name  # the executed notebook, linked
 
 
 def _help_texts() -> dict[str, str]:

@@ -1,11 +1,11 @@
-"""The notebooks in notebooks/ run from top to bottom (nbclient), each in a fresh temporary folder.
+"""The notebooks in notebooks/: stored without outputs, and shown on the docs site executed.
 
-Each notebook builds the small stores it analyses from small specs; it is stored without
-outputs, and the docs site shows it executed at build time (docs/hooks/notebooks.py, which
-these tests run). The kernel is the interpreter running the tests (jupyter_client starts the ``python3``
-kernel with ``sys.executable``); the notebooks
-are skipped only where nbclient or ipykernel is not installed (CI installs both, the
-``docs`` extra).
+Each notebook builds the small stores it analyses from small specs.  The docs build runs
+every one from top to bottom (nbclient, in a fresh temporary folder: docs/hooks/notebooks.py)
+into a page with its outputs; ``tests/test_docs.py::test_mkdocs_build_strict`` runs that
+build and checks the executed notebooks (no error, the outputs on their pages), once for
+the suite.  The kernel is the interpreter running the tests (jupyter_client starts the
+``python3`` kernel with ``sys.executable``).  Here: the stored form and the hook's pages.
 """
 
 from __future__ import annotations
@@ -57,21 +57,3 @@ def test_a_notebook_page_shows_code_and_outputs():
     assert "```python\nprint('hi')\n```" in page and "```text\nhi\n```" in page and "\x1b" not in page
     assert "```text\n42\n```" in page and 'src="data:image/png;base64,iVBORw0KGgo="' in page
     assert "<Figure>" not in page and page.count('class="nb-output"') == 3  # y = 1 prints nothing
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs(path, tmp_path):
-    """Each notebook runs from top to bottom as the docs build runs it, and its page shows
-    the outputs of every code cell that printed or returned something."""
-    pytest.importorskip("nbformat")
-    pytest.importorskip("nbclient")
-    pytest.importorskip("ipykernel")
-    hook = _hook()
-    work = tmp_path / "work"
-    work.mkdir()
-    nb = hook.execute(path, work)
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
-    assert not errors, errors
-    printed = sum(1 for c in nb.cells if c.cell_type == "code" and c.outputs)
-    assert printed >= 5 and hook.markdown(nb).count('class="nb-output"') == printed

@@ -90,11 +90,16 @@ def kngflow_cli(*args, timeout: float = 300, process: bool | None = None, **kw) 
     """
     argv = list(map(str, args))
     if process is None:
-        process = bool(kw) or not argv or argv[0] not in IN_PROCESS or any(
-            a.split("=")[0] in CLUSTER_OPTIONS for a in argv)
+        process = bool(kw) or not in_process(argv)
     if process:
         return subprocess.run([*kngflow_command(), *argv], capture_output=True, text=True, timeout=timeout, **kw)
     return cli_in_process(argv)
+
+
+def in_process(argv: list[str]) -> bool:
+    """Whether ``kngflow ARGV`` starts no cluster (:data:`IN_PROCESS`, no :data:`CLUSTER_OPTIONS`),
+    so that a test may run it in its own process."""
+    return bool(argv) and argv[0] in IN_PROCESS and not any(a.split("=")[0] in CLUSTER_OPTIONS for a in argv)
 
 
 def cli_in_process(argv: list[str]) -> subprocess.CompletedProcess:

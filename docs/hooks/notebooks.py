@@ -4,7 +4,8 @@ Each ``notebooks/NAME.ipynb`` is run from top to bottom (nbclient, the ``python3
 in a fresh temporary folder, ``MPLBACKEND=Agg``) and becomes the page
 ``notebooks/NAME.md``: markdown cells as they are, code cells as Python blocks, each
 followed by its outputs (streams and plain-text results as text blocks, figures as
-embedded PNG images).  A cell that raises stops the build with the notebook's name and
+embedded PNG images), and a link to the executed notebook, ``notebooks/NAME.ipynb`` on the
+site.  A cell that raises stops the build with the notebook's name and
 the error.  The notebooks are stored without outputs (``tests/test_notebooks.py``), so the
 site always shows what the code of this checkout prints.
 """
@@ -85,11 +86,17 @@ def markdown(nb) -> str:
 
 
 def pages() -> dict[str, str]:
-    """``{"notebooks/NAME.md": page}`` for every notebook, each executed in its own temporary folder."""
+    """``{"notebooks/NAME.md": page, "notebooks/NAME.ipynb": the executed notebook}`` for every
+    notebook, each executed in its own temporary folder; the page links the executed notebook."""
+    import nbformat
+
     out = {}
     for path in sorted(NOTEBOOKS.glob("*.ipynb")):
         with tempfile.TemporaryDirectory(prefix=f"kngflow-{path.stem}-") as work:
-            out[f"notebooks/{path.stem}.md"] = markdown(execute(path, Path(work)))
+            nb = execute(path, Path(work))
+        out[f"notebooks/{path.stem}.ipynb"] = nbformat.writes(nb)
+        out[f"notebooks/{path.stem}.md"] = (markdown(nb) + f"\n[Download the notebook with its outputs]"
+                                             f"({path.stem}.ipynb)\n")
     return out
 
 
