@@ -26,7 +26,7 @@ import numpy as np
 from kngflow import store as st
 
 from .cluster import adaptive_maximum
-from .quiet import Interrupted
+from .quiet import Interrupted, WorkLeft
 from .plan import CostModel, Task, count_tasks, default_task_timeout, estimate, iter_tasks, scaled_cost
 from .prepare import _progress, prepare_store
 from .provenance import SchedulerLost, VersionMismatch, WorkersLost, check_workers, plugin_modules, \
@@ -137,6 +137,30 @@ class _Window:
         return scaled_cost(self.cost, max(1, self.capacity)), self.threads
 
 
+def _work_left(cost: CostModel, labels, epsilons, ns, done: np.ndarray, threads: int):
+    """``(WorkLeft, per_cell, release)``: the run's :class:`~kngflow.sweep.quiet.WorkLeft`, over
+    the cost model's seconds of the cells not done; ``per_cell[i]``, a cell's share of the
+    seconds of its replicate at the i-th n; ``release[i, m]``, the m-th mechanism's release
+    seconds there."""
+    per_cell = np.array([cost.replicate_seconds(int(n), labels, len(epsilons)) for n in ns]) / (
+        len(labels) * len(epsilons))
+    todo = np.count_nonzero(done == 0, axis=tuple(i for i in range(done.ndim) if i != done.ndim - 3))
+    release = np.array([[cost.release(label, int(n)) for label in labels] for n in ns])
+    return WorkLeft(float(np.dot(todo, per_cell)), threads), per_cell, release
+
+
+def _measured_ratio(block: st.Block, release: np.ndarray) -> float | None:
+    """Median over the block's finished cells of their measured release seconds over the cost
+    model's (None without any)."""
+    done = block.cells["done"].astype(bool)
+    if block.mask is not None:
+        done &= block.mask
+    expected = np.broadcast_to(release[block.n_index][:, None, None], done.shape)[done]
+    measured = block.cells["seconds"][done]
+    keep = expected > 0
+    return float(np.median(measured[keep] / expected[keep])) if keep.any() else None
+
+
 @contextlib.contextmanager
 def _say_saved_if_interrupted(store_path, total: int):
     """On a signal, once the store writer inside has written every finished cell, the
@@ -235,6 +259,7 @@ def run_sweep(
             + ", ".join(f"{k}={meta.chunks[k]}" for k in ("mechanism", "n", "epsilon", "replicate"))
             + f"; task timeout {task_timeout:g} s)"
         )
+    work, per_cell, release = _work_left(cost, labels, epsilons, meta.coords["n"], done, window.threads)
     del done, _failed
     failures: list[dict] = []
     n_computed = n_failed = n_tasks = 0
@@ -243,7 +268,7 @@ def run_sweep(
         if progress:  # a bar on a terminal, plain lines in a log
             from .quiet import progress_bar
 
-            bar = progress_bar(total, done_before)
+            bar = progress_bar(total, done_before, work=work)
         futs: dict = {}  # key -> (task, submitted at, future)
         # results are fetched as they finish, on the client's event loop: a result lost with
         # its worker is recomputed there, and the loop below never waits on a gather (it
@@ -272,9 +297,11 @@ def run_sweep(
             n_failed += s["failed"]
             n_computed += s["done"]
             if bar is not None:
-                bar.update(s["done"])
+                work.threads = window.threads
+                work.add(s["computed"] * per_cell[block.n_index], _measured_ratio(block, release))
                 if n_failed:
                     bar.set_postfix(failed=n_failed, refresh=False)
+                bar.update(s["done"])
 
         def failure(task: Task, fut) -> None:
             try:
