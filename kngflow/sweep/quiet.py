@@ -249,7 +249,7 @@ class WorkLeft:
     join and leave).  The time left is ``ratio · (total − done) / threads``, where ``ratio``
     is the median, over the blocks finished so far, of the measured release seconds of
     their cells over the estimated ones; the first block of each thread is left out (its
-    releases load or compile the worker's kernels: up to 300 times their estimate), and
+    releases load or compile the worker's kernels: hundreds of times their estimate), and
     before any other block the ratio is 1 (the plan's estimate).
 
     A pace read off the cells per second (tqdm's) overstated a short run's time left up to
