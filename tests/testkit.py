@@ -3,6 +3,7 @@ starts), bit-for-bit store comparison, and the repository's paths."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -175,3 +176,44 @@ def assert_same(a: xr.Dataset, b: xr.Dataset, variables=DETERMINISTIC, *, subset
         x, y = a[v].values, b[v].values
         assert x.dtype == y.dtype, v
         assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), v
+
+
+# ---------------------------------------------------------------------------
+# command-line refusals and damaged stores
+# ---------------------------------------------------------------------------
+def one_line(r: subprocess.CompletedProcess) -> str:
+    """The one ``kngflow: error: ...`` line of a refusal (exit status 2, nothing else on stderr)."""
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kngflow: error: "), r.stderr
+    return lines[0]
+
+
+def copy_store(store: Path, tmp_path: Path) -> Path:
+    """A copy of ``store`` at ``tmp_path/s.zarr`` (a test may damage it)."""
+    copy = tmp_path / "s.zarr"
+    shutil.copytree(store, copy)
+    return copy
+
+
+def undo_replicate(store: Path, replicate: int) -> None:
+    """Mark the cells of one replicate not done (at every point of the problem axes), as an
+    interrupted run leaves them."""
+    import zarr
+
+    done = zarr.open_group(str(store), mode="r+", use_consolidated=False)["done"]
+    flags = done[...]
+    flags[..., replicate] = 0
+    done[...] = flags
+
+
+def damage_metadata(store: Path, target: str) -> Path:
+    """Damage one metadata file of ``store``: ``"PATH missing"`` deletes it, ``"PATH"`` writes
+    garbage into it; the file's path."""
+    file = store / target.split()[0]
+    if target.endswith("missing"):
+        file.unlink()
+    else:
+        file.write_text("{garbage")
+    return file
+

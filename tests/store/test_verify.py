@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 import zarr
@@ -11,7 +10,7 @@ import zarr
 from kngflow import store as st
 from kngflow.store.verify import verify_store
 
-from testkit import assert_same, kngflow_cli, tiny_spec
+from testkit import assert_same, copy_store, damage_metadata, kngflow_cli, one_line, tiny_spec, undo_replicate
 
 RUN = ("--workers", 1, "--no-dashboard", "--no-progress")
 #: every test reads (a copy of) the store of a real ``kngflow run`` on a local cluster: the slow tier
@@ -30,19 +29,6 @@ def sound(tmp_path_factory):
     return spec, store
 
 
-def _copy(sound, tmp_path):
-    store = tmp_path / "s.zarr"
-    shutil.copytree(sound[1], store)
-    return store
-
-
-def _one_line(r):
-    assert r.returncode == 2, r.stdout + r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("kngflow: error: "), r.stderr
-    return lines[0]
-
-
 def test_new_stores_have_checksums_and_a_format(sound):
     g = zarr.open_group(str(sound[1]), mode="r")
     assert g.attrs["kngflow_store_format"] == st.STORE_FORMAT
@@ -53,7 +39,7 @@ def test_new_stores_have_checksums_and_a_format(sound):
 @pytest.mark.slow
 def test_truncated_chunk_is_found_and_repaired_bit_for_bit(sound, tmp_path):
     spec, good = sound
-    store = _copy(sound, tmp_path)
+    store = copy_store(sound[1], tmp_path)
     chunk = store / "estimate" / "c" / "0" / "0" / "0" / "0" / "0"
     chunk.write_bytes(chunk.read_bytes()[:10])
     assert verify_store(good) == []
@@ -61,7 +47,7 @@ def test_truncated_chunk_is_found_and_repaired_bit_for_bit(sound, tmp_path):
     assert v.returncode == 1, v.stdout + v.stderr
     assert str(chunk) in v.stdout and "mechanism=" in v.stdout and "replicate=" in v.stdout
     for cmd in (("status", store), ("report", store, "--out", tmp_path / "rep"), ("run", spec, "--store", store, *RUN)):
-        line = _one_line(kngflow_cli(*cmd))
+        line = one_line(kngflow_cli(*cmd))
         assert "damaged" in line and "verify" in line
     r = kngflow_cli("run", spec, "--store", store, "--repair", *RUN)
     assert r.returncode == 0, r.stderr
@@ -72,7 +58,7 @@ def test_truncated_chunk_is_found_and_repaired_bit_for_bit(sound, tmp_path):
 
 
 def test_missing_estimate_chunk_of_done_cells_is_damage(sound, tmp_path):
-    store = _copy(sound, tmp_path)
+    store = copy_store(sound[1], tmp_path)
     (store / "estimate" / "c" / "0" / "0" / "0" / "0" / "0").unlink()
     damage = verify_store(store)
     assert len(damage) == 1 and "done but without an estimate" in damage[0].what
@@ -81,20 +67,12 @@ def test_missing_estimate_chunk_of_done_cells_is_damage(sound, tmp_path):
 @pytest.mark.parametrize("target", ["zarr.json", "estimate/zarr.json"])
 def test_damaged_metadata_gives_one_line(sound, tmp_path, target):
     spec = sound[0]
-    store = _copy(sound, tmp_path)
+    store = copy_store(sound[1], tmp_path)
     (store / target).write_text("{garbage")
     for cmd in (("status", store), ("report", store, "--out", tmp_path / "rep"), ("run", spec, "--store", store, *RUN)):
-        assert target in _one_line(kngflow_cli(*cmd))
+        assert target in one_line(kngflow_cli(*cmd))
     v = kngflow_cli("verify", store, "--no-progress")
     assert v.returncode == 1 and target in v.stdout, v.stdout + v.stderr
-
-
-def _undo(store, replicate: int) -> None:
-    """Mark the cells of one replicate not done, as an interrupted run leaves them."""
-    done = zarr.open_group(str(store), mode="r+", use_consolidated=False)["done"]
-    flags = done[...]
-    flags[..., replicate] = 0
-    done[...] = flags
 
 
 @pytest.mark.slow
@@ -102,13 +80,9 @@ def _undo(store, replicate: int) -> None:
                                     "done/zarr.json"])
 def test_damaged_metadata_is_rebuilt_from_the_spec_and_the_run_resumes(sound, tmp_path, target):
     spec, good = sound
-    store = _copy(sound, tmp_path)
-    _undo(store, 2)
-    file = store / target.split()[0]
-    if target.endswith("missing"):
-        file.unlink()
-    else:
-        file.write_text("{garbage")
+    store = copy_store(sound[1], tmp_path)
+    undo_replicate(store, 2)
+    file = damage_metadata(store, target)
     r = kngflow_cli("run", spec, "--store", store, "--repair", *RUN)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"rebuilt {file} from the spec" in r.stdout
@@ -123,26 +97,26 @@ def test_metadata_that_cannot_be_rebuilt_gives_one_line(sound, tmp_path):
     spec = sound[0]
     other = tmp_path / "other.toml"
     other.write_text(tiny_spec(replicates=3, seed=8))
-    store = _copy(sound, tmp_path)
+    store = copy_store(sound[1], tmp_path)
     (store / "zarr.json").write_text("{garbage")
-    line = _one_line(kngflow_cli("run", other, "--store", store, "--repair", *RUN, process=False))
+    line = one_line(kngflow_cli("run", other, "--store", store, "--repair", *RUN, process=False))
     assert "cannot repair" in line and str(store / "zarr.json") in line and "does not reproduce" in line
     assert (store / "zarr.json").read_text() == "{garbage"
     meta = json.loads((store / "error" / "zarr.json").read_text())
     meta["fill_value"] = 0.0
     (store / "error" / "zarr.json").write_text(json.dumps(meta))
-    line = _one_line(kngflow_cli("run", spec, "--store", store, "--repair", *RUN, process=False))
+    line = one_line(kngflow_cli("run", spec, "--store", store, "--repair", *RUN, process=False))
     assert "cannot repair" in line and str(store / "error" / "zarr.json") in line and "fill_value" in line
     assert (store / "zarr.json").read_text() == "{garbage"
 
 
 def test_store_of_a_future_format_is_refused(sound, tmp_path):
-    store = _copy(sound, tmp_path)
+    store = copy_store(sound[1], tmp_path)
     meta = json.loads((store / "zarr.json").read_text())
     meta["attributes"]["kngflow_store_format"] = st.STORE_FORMAT + 1
     meta.pop("consolidated_metadata", None)
     (store / "zarr.json").write_text(json.dumps(meta))
-    assert "upgrade kngflow" in _one_line(kngflow_cli("status", store))
+    assert "upgrade kngflow" in one_line(kngflow_cli("status", store))
 
 
 @pytest.mark.parametrize("where", ["/proc/x.zarr", "file"])
@@ -150,6 +124,6 @@ def test_unwritable_store_is_refused_before_anything_is_created(sound, tmp_path,
     store = "/proc/x.zarr" if where == "/proc/x.zarr" else tmp_path / "plain"
     if where == "file":
         store.write_text("x")
-    line = _one_line(kngflow_cli("run", sound[0], "--store", store, *RUN, process=False))
+    line = one_line(kngflow_cli("run", sound[0], "--store", store, *RUN, process=False))
     assert str(store) in line
     assert sorted(p.name for p in tmp_path.iterdir()) == (["plain"] if where == "file" else [])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import xarray as xr
-from testkit import assert_same, kngflow_cli, kngflow_command, tiny_spec
+from testkit import assert_same, kngflow_cli, kngflow_command, one_line, tiny_spec
 from daskprocs import DaskProcesses, kill_group
 
 from kngflow import store as st
@@ -35,13 +35,6 @@ def sound(tmp_path_factory):
     return spec, store
 
 
-def _one_line(r):
-    assert r.returncode == 2, r.stdout + r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("kngflow: error: "), r.stderr
-    return lines[0]
-
-
 def _small_files(limit: int):
     def pre():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # write() then fails with EFBIG
@@ -57,7 +50,7 @@ def test_disk_full_stops_with_one_line_and_resume_is_bit_identical(sound, tmp_pa
     for name in VARIABLES:  # the template of a new store: no chunk written yet
         shutil.rmtree(store / name / "c", ignore_errors=True)
     r = kngflow_cli("run", spec, "--store", store, *RUN, preexec_fn=_small_files(64))
-    line = _one_line(r)
+    line = one_line(r)
     assert "cannot write the store" in line and "resume" in line
     assert int(xr.open_zarr(store)["done"].sum()) == 0
     r = kngflow_cli("run", spec, "--store", store, *RUN)
@@ -75,7 +68,7 @@ def test_bad_spec_files_give_one_line(tmp_path, kind):
     else:
         spec.mkdir()
     for cmd in (("run", spec, "--store", tmp_path / "x.zarr", *RUN), ("plan", spec)):
-        _one_line(kngflow_cli(*cmd))
+        one_line(kngflow_cli(*cmd))
     assert not (tmp_path / "x.zarr").exists()
 
 
@@ -91,7 +84,7 @@ def test_lock_held_by_a_live_run_gives_one_line_and_a_stale_lock_is_taken_over(s
     try:
         assert holder.stdout.readline().strip() == "held"
         for cmd in (("run", spec, "--store", store, *RUN),):
-            assert "pid" in _one_line(kngflow_cli(*cmd))
+            assert "pid" in one_line(kngflow_cli(*cmd))
     finally:
         holder.kill()
         holder.wait()
@@ -121,7 +114,7 @@ def test_read_commands_answer_store_faults_with_one_line(sound, tmp_path, fault)
         elif cmd[0] == "verify" and fault.startswith("root"):  # damage, listed
             assert r.returncode == 1 and "zarr.json" in r.stdout and not r.stderr.strip(), r.stdout + r.stderr
         else:
-            _one_line(r)
+            one_line(r)
     assert not (tmp_path / "rep").exists()
 
 
@@ -135,7 +128,7 @@ def test_read_only_mount_is_refused(sound, tmp_path):
                                            capture_output=True).returncode:
         pytest.skip("cannot mount a read-only tmpfs here (not root, or mount not allowed)")
     try:
-        line = _one_line(kngflow_cli("run", sound[0], "--store", mnt / "x.zarr", *RUN))
+        line = one_line(kngflow_cli("run", sound[0], "--store", mnt / "x.zarr", *RUN))
         assert "not writable" in line
         assert list(mnt.iterdir()) == []
     finally:
@@ -240,7 +233,7 @@ def test_scheduler_killed_mid_run_stops_with_one_line_and_a_rerun_resumes(slow, 
     kill_group(procs.scheduler)
     t = time.monotonic()
     r = _ended(run)
-    assert "lost the Dask scheduler" in _one_line(r) and "resume" in r.stderr
+    assert "lost the Dask scheduler" in one_line(r) and "resume" in r.stderr
     assert "Traceback" not in r.stdout + r.stderr
     assert time.monotonic() - t < 30  # a short --connect-timeout bounds the client's reconnect wait
     _cells_kept(store, before, ref.done.size)
@@ -266,7 +259,7 @@ def test_every_worker_killed_mid_run(slow, cluster, tmp_path, then):
         assert r.returncode == 0, r.stdout + r.stderr
     else:
         r = _ended(run)
-        line = _one_line(r)
+        line = one_line(r)
         assert "every Dask worker left" in line and "resume" in line
         _cells_kept(store, before, ref.done.size)
         procs.scale(1)
@@ -291,7 +284,7 @@ def test_extend_and_plan_on_a_damaged_store_give_one_line_and_write_nothing(soun
     files = _files(store)
     for cmd in (("run", bigger, "--store", store, *RUN), ("plan", bigger, "--store", store),
                 ("plan", spec, "--store", store)):
-        line = _one_line(kngflow_cli(*cmd))
+        line = one_line(kngflow_cli(*cmd))
         assert "damaged" in line and str(chunk) in line and "--repair" in line
     assert _files(store) == files
     assert not list(tmp_path.glob("*.lock"))

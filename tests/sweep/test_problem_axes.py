@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-from testkit import WORKFLOWS, kngflow_cli, tiny_spec
+from testkit import WORKFLOWS, copy_store, damage_metadata, kngflow_cli, one_line, tiny_spec, undo_replicate
 
 from kngflow import store as st
 from kngflow.sweep import parse_spec, plan_tasks, prepare_store, run_task
@@ -239,29 +239,6 @@ def test_export_has_the_axis_column_and_round_trips(study, tmp_path):
 RUN = ("--workers", 1, "--no-dashboard", "--no-progress")
 
 
-def _copy(study, tmp_path) -> Path:
-    store = tmp_path / "s.zarr"
-    shutil.copytree(study[1], store)
-    return store
-
-
-def _one_line(r) -> str:
-    assert r.returncode == 2, r.stdout + r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("kngflow: error: "), r.stderr
-    return lines[0]
-
-
-def _undo(store, replicate: int) -> None:
-    """Mark the cells of one replicate not done (at every d), as an interrupted run leaves them."""
-    import zarr
-
-    done = zarr.open_group(str(store), mode="r+", use_consolidated=False)["done"]
-    flags = done[...]
-    flags[..., replicate] = 0
-    done[...] = flags
-
-
 def _repair(store, spec_path) -> list[str]:
     """``kngflow run --repair``'s repair (:func:`~kngflow.sweep.repair.damage_problem`), in this
     process; the lines it logs.  The run then resumes with :func:`run_here`."""
@@ -302,7 +279,7 @@ def test_truncated_chunk_of_an_axis_store_is_found_and_repaired_bit_for_bit(stud
     from kngflow.store.verify import verify_store
 
     path, good, _ds = study
-    store = _copy(study, tmp_path)
+    store = copy_store(study[1], tmp_path)
     chunk = store / "estimate" / "c" / "1" / "0" / "0" / "0" / "0" / "0"  # the chunk of d = 8
     chunk.write_bytes(chunk.read_bytes()[:10])
     assert verify_store(good) == []
@@ -310,7 +287,7 @@ def test_truncated_chunk_of_an_axis_store_is_found_and_repaired_bit_for_bit(stud
     assert v.returncode == 1, v.stdout + v.stderr
     assert str(chunk) in v.stdout and "d=8 " in v.stdout and "mechanism=" in v.stdout and "replicate=" in v.stdout
     for cmd in (("status", store), ("run", path, "--store", store, *RUN)):
-        line = _one_line(kngflow_cli(*cmd, process=False))
+        line = one_line(kngflow_cli(*cmd, process=False))
         assert "damaged" in line and "verify" in line
     lines = _repair(store, path)
     assert lines == [f"repaired {store}: 1 damaged chunks cleared, 12 cells to recompute"]
@@ -323,7 +300,7 @@ def test_truncated_chunk_of_an_axis_store_is_found_and_repaired_bit_for_bit(stud
 def test_missing_estimate_chunk_of_done_cells_of_an_axis_store_is_damage(study, tmp_path):
     from kngflow.store.verify import verify_store
 
-    store = _copy(study, tmp_path)
+    store = copy_store(study[1], tmp_path)
     (store / "estimate" / "c" / "0" / "0" / "0" / "0" / "0" / "0").unlink()
     damage = verify_store(store)
     assert len(damage) == 1 and "12 cells done but without an estimate" in damage[0].what
@@ -333,10 +310,10 @@ def test_missing_estimate_chunk_of_done_cells_of_an_axis_store_is_damage(study, 
 @pytest.mark.parametrize("target", ["zarr.json", "estimate/zarr.json", "d/zarr.json", "theta_star/zarr.json"])
 def test_damaged_metadata_of_an_axis_store_gives_one_line(study, tmp_path, target):
     path = study[0]
-    store = _copy(study, tmp_path)
+    store = copy_store(study[1], tmp_path)
     (store / target).write_text("{garbage")
     for cmd in (("status", store), ("run", path, "--store", store, *RUN)):
-        assert target in _one_line(kngflow_cli(*cmd, process=False))
+        assert target in one_line(kngflow_cli(*cmd, process=False))
     v = kngflow_cli("verify", store, "--no-progress")
     assert v.returncode == 1 and target in v.stdout, v.stdout + v.stderr
 
@@ -346,13 +323,9 @@ def test_damaged_metadata_of_an_axis_store_gives_one_line(study, tmp_path, targe
                                     "theta_star/zarr.json missing", "steps/zarr.json"])
 def test_damaged_metadata_of_an_axis_store_is_rebuilt_from_the_spec_and_the_run_resumes(study, tmp_path, target):
     path, good, _ds = study
-    store = _copy(study, tmp_path)
-    _undo(store, 2)
-    file = store / target.split()[0]
-    if target.endswith("missing"):
-        file.unlink()
-    else:
-        file.write_text("{garbage")
+    store = copy_store(study[1], tmp_path)
+    undo_replicate(store, 2)
+    file = damage_metadata(store, target)
     assert f"rebuilt {file} from the spec" in _repair(store, path)[0]
     done = st.read_flags(store)[0]
     assert done.shape == (2, 2, 2, 1, 3) and int(done.sum()) == 16  # the done cells are kept, at every d
@@ -365,21 +338,21 @@ def test_axis_metadata_that_cannot_be_rebuilt_gives_one_line(study, tmp_path):
     """A damaged root and another spec (another seed: the same coordinates and chunks; other
     ``d`` values), or an intact array unlike the spec's: one line naming the file, nothing written."""
     path = study[0]
-    store = _copy(study, tmp_path)
+    store = copy_store(study[1], tmp_path)
     (store / "zarr.json").write_text("{garbage")
     other = tmp_path / "other.toml"
     other.write_text(path.read_text().replace("seed = 31", "seed = 32"))
-    line = _one_line(kngflow_cli("run", other, "--store", store, "--repair", *RUN, process=False))
+    line = one_line(kngflow_cli("run", other, "--store", store, "--repair", *RUN, process=False))
     assert "cannot repair" in line and str(store / "zarr.json") in line and "does not reproduce" in line
     assert "cell d=" in line
     other.write_text(PCA.format(axis="d = [4, 6]"))
-    line = _one_line(kngflow_cli("run", other, "--store", store, "--repair", *RUN, process=False))
+    line = one_line(kngflow_cli("run", other, "--store", store, "--repair", *RUN, process=False))
     assert "cannot repair" in line and "coordinate d of the store is [4, 8], the spec's [4, 6]" in line
     assert (store / "zarr.json").read_text() == "{garbage"
     meta = json.loads((store / "error" / "zarr.json").read_text())
     meta["fill_value"] = 0.0
     (store / "error" / "zarr.json").write_text(json.dumps(meta))
-    line = _one_line(kngflow_cli("run", path, "--store", store, "--repair", *RUN, process=False))
+    line = one_line(kngflow_cli("run", path, "--store", store, "--repair", *RUN, process=False))
     assert "cannot repair" in line and str(store / "error" / "zarr.json") in line and "fill_value" in line
     assert (store / "zarr.json").read_text() == "{garbage"
 
@@ -408,7 +381,7 @@ def test_repair_rebuilds_a_reduced_axis_store_from_its_own_overrides(tmp_path):
 def test_kngflow_run_repair_of_an_axis_store_on_a_cluster(study, tmp_path):
     """End to end: a damaged root and a truncated chunk, ``kngflow run --repair`` on a local cluster."""
     path, good, _ds = study
-    store = _copy(study, tmp_path)
+    store = copy_store(study[1], tmp_path)
     chunk = store / "estimate" / "c" / "0" / "0" / "0" / "0" / "0" / "0"  # the chunk of d = 4
     chunk.write_bytes(chunk.read_bytes()[:10])
     (store / "zarr.json").write_text("{garbage")
