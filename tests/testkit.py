@@ -217,3 +217,17 @@ def damage_metadata(store: Path, target: str) -> Path:
         file.write_text("{garbage")
     return file
 
+
+def assert_changed_fill_value_is_not_repaired(store: Path, spec: Path, *run) -> None:
+    """With the root's metadata damaged, ``error``'s fill value changed is not rebuilt from the
+    spec (a value the spec cannot vouch for): ``kngflow run SPEC --repair`` refuses in one line
+    naming the file, and the root stays as it was."""
+    import json
+
+    meta = json.loads((store / "error" / "zarr.json").read_text())
+    meta["fill_value"] = 0.0
+    (store / "error" / "zarr.json").write_text(json.dumps(meta))
+    line = one_line(kngflow_cli("run", spec, "--store", store, "--repair", *run, process=False))
+    assert "cannot repair" in line and str(store / "error" / "zarr.json") in line and "fill_value" in line
+    assert (store / "zarr.json").read_text() == "{garbage"
+

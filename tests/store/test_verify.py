@@ -10,7 +10,8 @@ import zarr
 from kngflow import store as st
 from kngflow.store.verify import verify_store
 
-from testkit import assert_same, copy_store, damage_metadata, kngflow_cli, one_line, tiny_spec, undo_replicate
+from testkit import (assert_changed_fill_value_is_not_repaired, assert_same, copy_store, damage_metadata, kngflow_cli,
+                     one_line, tiny_spec, undo_replicate)
 
 RUN = ("--workers", 1, "--no-dashboard", "--no-progress")
 #: every test reads (a copy of) the store of a real ``kngflow run`` on a local cluster: the slow tier
@@ -102,12 +103,7 @@ def test_metadata_that_cannot_be_rebuilt_gives_one_line(sound, tmp_path):
     line = one_line(kngflow_cli("run", other, "--store", store, "--repair", *RUN, process=False))
     assert "cannot repair" in line and str(store / "zarr.json") in line and "does not reproduce" in line
     assert (store / "zarr.json").read_text() == "{garbage"
-    meta = json.loads((store / "error" / "zarr.json").read_text())
-    meta["fill_value"] = 0.0
-    (store / "error" / "zarr.json").write_text(json.dumps(meta))
-    line = one_line(kngflow_cli("run", spec, "--store", store, "--repair", *RUN, process=False))
-    assert "cannot repair" in line and str(store / "error" / "zarr.json") in line and "fill_value" in line
-    assert (store / "zarr.json").read_text() == "{garbage"
+    assert_changed_fill_value_is_not_repaired(store, spec, *RUN)
 
 
 def test_store_of_a_future_format_is_refused(sound, tmp_path):

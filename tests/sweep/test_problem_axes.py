@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-from testkit import WORKFLOWS, copy_store, damage_metadata, kngflow_cli, one_line, tiny_spec, undo_replicate
+from testkit import (WORKFLOWS, assert_changed_fill_value_is_not_repaired, copy_store, damage_metadata, kngflow_cli,
+                     one_line, tiny_spec, undo_replicate)
 
 from kngflow import store as st
 from kngflow.sweep import parse_spec, plan_tasks, prepare_store, run_task
@@ -347,12 +348,7 @@ def test_axis_metadata_that_cannot_be_rebuilt_gives_one_line(study, tmp_path):
     line = one_line(kngflow_cli("run", other, "--store", store, "--repair", *RUN, process=False))
     assert "cannot repair" in line and "coordinate d of the store is [4, 8], the spec's [4, 6]" in line
     assert (store / "zarr.json").read_text() == "{garbage"
-    meta = json.loads((store / "error" / "zarr.json").read_text())
-    meta["fill_value"] = 0.0
-    (store / "error" / "zarr.json").write_text(json.dumps(meta))
-    line = one_line(kngflow_cli("run", path, "--store", store, "--repair", *RUN, process=False))
-    assert "cannot repair" in line and str(store / "error" / "zarr.json") in line and "fill_value" in line
-    assert (store / "zarr.json").read_text() == "{garbage"
+    assert_changed_fill_value_is_not_repaired(store, path, *RUN)
 
 
 def test_repair_rebuilds_a_reduced_axis_store_from_its_own_overrides(tmp_path):
