@@ -12,6 +12,24 @@ def spec_text():
     return tiny_spec
 
 
+@pytest.fixture(scope="session")
+def study_cluster(tmp_path_factory):
+    """A real ``dask scheduler`` and one ``dask worker --nthreads 1`` on 127.0.0.1, started once per
+    test process for the studies whose subject is their result, not the cluster
+    (:func:`testkit.study_run`): a study run then costs its compute, not a new interpreter, a
+    local cluster and a worker that loads its kernels again.  The worker may touch nothing
+    under the tests' temporary root (``deny_paths.py``), where every store is."""
+    from daskprocs import DaskProcesses
+
+    procs = DaskProcesses(tmp_path_factory.mktemp("study_cluster"), deny=tmp_path_factory.getbasetemp())
+    try:
+        procs.start()
+        procs.start_worker()
+        procs.wait_for_workers(1)
+        yield procs
+    finally:
+        procs.close()
+
 
 def pytest_terminal_summary(terminalreporter):
     """Each tier's test time (``slow`` marker or not): the time its tests' setup, call and

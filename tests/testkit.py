@@ -149,11 +149,18 @@ def reduced_workflow(tmp_path, name: str, replace) -> Path:
     return path
 
 
-def run_and_report(tmp_path, spec: Path):
-    """``kngflow run`` on 1 worker (every cell must finish), then ``kngflow report``:
-    the store's dataset and the report directory."""
+def study_run(cluster, spec: Path, store: Path, *args) -> subprocess.CompletedProcess:
+    """``kngflow run SPEC --store STORE --scheduler ADDRESS --no-progress ARGS`` in this process,
+    on the test process's one-worker cluster (the ``study_cluster`` fixture)."""
+    return kngflow_cli("run", spec, "--store", store, "--scheduler", cluster.address, "--no-progress", *args,
+                       process=False)
+
+
+def run_and_report(tmp_path, spec: Path, cluster):
+    """``kngflow run`` on the one-worker ``cluster`` (:func:`study_run`; every cell must
+    finish), then ``kngflow report``: the store's dataset and the report directory."""
     store = tmp_path / "study.zarr"
-    run = kngflow_cli("run", spec, "--store", store, "--workers", 1, "--no-dashboard", "--no-progress")
+    run = study_run(cluster, spec, store)
     assert run.returncode == 0, run.stdout + run.stderr
     ds = xr.open_zarr(store)
     assert int(ds["done"].sum()) == ds["done"].size

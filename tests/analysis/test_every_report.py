@@ -1,7 +1,8 @@
 """Every shipped study's report, from a reduced run, in headless Chromium at 1280 and 800 px.
 
 Each spec of ``workflows/`` (claims files aside) runs through the real CLI reduced to its two
-smallest n and 2 replicates (``kngflow run SPEC --n N1,N2 --replicates 2``, one worker), and
+smallest n and 2 replicates (``kngflow run SPEC --n N1,N2 --replicates 2`` on the test
+process's one-worker cluster, ``testkit.study_run``), and
 ``kngflow report --html`` reports it with the study's claims file.  The report must open
 with its title, ``## Summary`` and ``## Contents``; its sections follow the problem: no
 log–log slopes for a problem whose ``loglog_slopes`` is False (an error that bottoms out),
@@ -23,22 +24,21 @@ from pathlib import Path
 import pytest
 from test_report import checked_figures
 from test_report_html import _check_self_contained, _probe, needs_chromium
-from testkit import kngflow_cli
+from testkit import kngflow_cli, study_run
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"
 SPECS = sorted(p for p in WORKFLOWS.glob("*.toml") if not p.name.endswith(".claims.toml"))
 SLOPES, COEFFICIENTS = "Log–log slopes", "Bias and RMSE per coefficient"
 
 
-def _reduced_report(spec: Path, tmp: Path, monkeypatch) -> tuple[Path, str, object, int]:
+def _reduced_report(spec: Path, tmp: Path, monkeypatch, cluster) -> tuple[Path, str, object, int]:
     """``(report folder, report.md, problem, number of n)`` of ``spec`` run reduced and
     reported by the real CLI, no text of its figures cut off."""
     from kngflow.sweep.spec import load_spec
 
     loaded = load_spec(spec)
     sizes = ",".join(str(n) for n in sorted(loaded.n)[:2])
-    run = kngflow_cli("run", spec, "--store", tmp / "s.zarr", "--workers", 1, "--no-dashboard", "--no-progress",
-                      "--n", sizes, "--replicates", 2, timeout=600)
+    run = study_run(cluster, spec, tmp / "s.zarr", "--n", sizes, "--replicates", 2)
     assert run.returncode == 0, run.stdout + run.stderr
     figures, cut = checked_figures(monkeypatch)
     report = kngflow_cli("report", tmp / "s.zarr", "--out", tmp / "report", "--html")
@@ -51,8 +51,8 @@ def _reduced_report(spec: Path, tmp: Path, monkeypatch) -> tuple[Path, str, obje
 @needs_chromium
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", SPECS, ids=[p.stem for p in SPECS])
-def test_report_of_every_shipped_study(spec, tmp_path, monkeypatch):
-    out, md, problem, sizes = _reduced_report(spec, tmp_path, monkeypatch)
+def test_report_of_every_shipped_study(spec, tmp_path, monkeypatch, study_cluster):
+    out, md, problem, sizes = _reduced_report(spec, tmp_path, monkeypatch, study_cluster)
     headings = [line for line in md.splitlines() if line.startswith("#")]
     assert headings[0].startswith("# kngflow report") and headings[1:3] == ["## Summary", "## Contents"], headings[:4]
     titles = {h.lstrip("#").strip() for h in headings}  # a study with problem axes: "###" per point

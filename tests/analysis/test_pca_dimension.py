@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 import xarray as xr
-from testkit import WORKFLOWS, kngflow_cli, reduced_workflow
+from testkit import WORKFLOWS, kngflow_cli, reduced_workflow, study_run
 
 from kngflow.analysis.claims import evaluate_claims, load_claims, parse_claims
 
@@ -57,11 +57,11 @@ max = 3.8
 
 
 @pytest.mark.slow
-def test_pca_dimension_study_runs_reports_and_decides_the_claim(tmp_path):
+def test_pca_dimension_study_runs_reports_and_decides_the_claim(tmp_path, study_cluster):
     spec = reduced_workflow(tmp_path, "pca_dimension", [("replicates = 30", "replicates = 12"),
                                                         ("d = [8, 16, 32, 64]", "d = [8, 16, 32]")])
     store = tmp_path / "study.zarr"
-    run = kngflow_cli("run", spec, "--store", store, "--workers", 2, "--no-dashboard", "--no-progress")
+    run = study_run(study_cluster, spec, store)
     assert run.returncode == 0, run.stdout + run.stderr
     ds = xr.open_zarr(store)
     assert ds["done"].dims[0] == "d" and int(ds["done"].sum()) == ds["done"].size == 3 * 2 * 3 * 12

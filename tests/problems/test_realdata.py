@@ -205,12 +205,12 @@ def test_logistic_fair_spec():
 
 
 @pytest.mark.slow
-def test_knorm_randhie_reduced_end_to_end(tmp_path):
+def test_knorm_randhie_reduced_end_to_end(tmp_path, study_cluster):
     spec = reduced_workflow(tmp_path, "knorm_randhie", [
         ("epsilon = [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]", "epsilon = [1.0, 8.0]"),
         ("replicates = 1000", "replicates = 30"),
     ])
-    ds, out = run_and_report(tmp_path, spec)
+    ds, out = run_and_report(tmp_path, spec, study_cluster)
     np.testing.assert_array_equal(ds["theta_star"].values, get_problem("linear", dataset="randhie").theta_star)
     assert float(abs(ds["error"].sel(mechanism="nonprivate")).max()) == 0.0
     med = ds["error"].median("replicate").sel(n=20_190)
@@ -224,13 +224,13 @@ def test_knorm_randhie_reduced_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
-def test_logistic_fair_reduced_end_to_end(tmp_path):
+def test_logistic_fair_reduced_end_to_end(tmp_path, study_cluster):
     spec = reduced_workflow(tmp_path, "logistic_fair", [
         ("epsilon = [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0]", "epsilon = [0.5, 4.0]"),
         ("replicates = 200", "replicates = 4"),
         ('[[mechanisms]]\nlabel = "dpsgd"\nkind = "dpsgd"\ndelta = 1e-5\n', ""),  # its accountant: ~10 s
     ])
-    ds, out = run_and_report(tmp_path, spec)
+    ds, out = run_and_report(tmp_path, spec, study_cluster)
     np.testing.assert_allclose(ds["theta_star"].values, get_problem("logistic", dataset="fair").theta_star)
     assert float(abs(ds["error"].sel(mechanism="nonprivate")).max()) == 0.0
     assert "public code ranges" in ds.attrs["caveats"]

@@ -19,7 +19,7 @@ import pytest
 import xarray as xr
 import zarr
 
-from testkit import DETERMINISTIC, TESTS, assert_same, kngflow_cli, kngflow_command
+from testkit import DETERMINISTIC, TESTS, assert_same, kngflow_cli, kngflow_command, study_run
 
 LEGACY = TESTS / "data" / "legacy_smoke.zarr"
 SPEC = Path(__file__).resolve().parents[2] / "workflows" / "smoke.toml"
@@ -27,7 +27,7 @@ SPEC = Path(__file__).resolve().parents[2] / "workflows" / "smoke.toml"
 pytestmark = pytest.mark.slow  # a real run resumes the store
 
 
-def test_legacy_store_opens_reports_and_resumes_bit_for_bit(tmp_path):
+def test_legacy_store_opens_reports_and_resumes_bit_for_bit(tmp_path, study_cluster):
     store = tmp_path / "legacy.zarr"
     shutil.copytree(LEGACY, store)
     old = xr.open_zarr(store).load()
@@ -50,7 +50,7 @@ def test_legacy_store_opens_reports_and_resumes_bit_for_bit(tmp_path):
     flags = done[:]
     flags[..., 2:] = 0
     done[:] = flags
-    run = kngflow_cli("run", SPEC, "--store", store, "--workers", "1", "--no-dashboard", timeout=600)
+    run = study_run(study_cluster, SPEC, store)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "resumed; 16/32 cells done, 16 to compute" in run.stdout, run.stdout
     new = xr.open_zarr(store).load()
@@ -59,7 +59,7 @@ def test_legacy_store_opens_reports_and_resumes_bit_for_bit(tmp_path):
     assert_same(old.isel(replicate=slice(0, 2)), new.isel(replicate=slice(0, 2)), variables)
     # the recomputed cells equal a fresh run of the same spec on this machine, bit for bit
     fresh_store = tmp_path / "fresh.zarr"
-    fresh = kngflow_cli("run", SPEC, "--store", fresh_store, "--workers", "1", "--no-dashboard", timeout=600)
+    fresh = study_run(study_cluster, SPEC, fresh_store)
     assert fresh.returncode == 0, fresh.stdout + fresh.stderr
     fresh = xr.open_zarr(fresh_store).load()
     assert_same(fresh.isel(replicate=slice(2, 4)), new.isel(replicate=slice(2, 4)), variables)

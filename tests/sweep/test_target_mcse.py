@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pytest
 import xarray as xr
-from testkit import kngflow_cli
+from testkit import kngflow_cli, study_run
 from scipy import stats
 
 SPEC = """
@@ -59,17 +59,17 @@ def _mcse(store) -> xr.DataArray:
 
 
 @pytest.fixture(scope="module")
-def pilot(tmp_path_factory):
+def pilot(tmp_path_factory, study_cluster):
     tmp = tmp_path_factory.mktemp("mcse")
     spec = tmp / "study.toml"
     spec.write_text(SPEC.format(replicates=PILOT))
-    proc = kngflow_cli("run", spec, "--store", tmp / "study.zarr", "--workers", 1, "--no-dashboard", "--no-progress")
+    proc = study_run(study_cluster, spec, tmp / "study.zarr")
     assert proc.returncode == 0, proc.stderr
     return tmp, spec, tmp / "study.zarr"
 
 
 @pytest.mark.slow
-def test_planned_replicates_reach_the_target(pilot):
+def test_planned_replicates_reach_the_target(pilot, study_cluster):
     _, spec, store = pilot
     pilot_se = _mcse(store)
     X = float(pilot_se.max()) / 3  # about 9 times the pilot's replicates in the widest cell
@@ -86,7 +86,7 @@ def test_planned_replicates_reach_the_target(pilot):
     rows = [line for line in out.splitlines() if re.match(r"^(nonprivate|kng_linf)\s", line)]
     assert len(rows) == CELLS and all(line.rstrip().endswith("sd") for line in rows), out
     spec.write_text(SPEC.format(replicates=R))
-    proc = kngflow_cli("run", spec, "--store", store, "--workers", 1, "--no-dashboard", "--no-progress")
+    proc = study_run(study_cluster, spec, store)
     assert proc.returncode == 0, proc.stderr
     achieved = _mcse(store)
     assert int(xr.open_zarr(store).done.sum()) == CELLS * R

@@ -512,13 +512,13 @@ def test_the_spec_loads_and_every_mechanism_releases():
 
 
 @pytest.mark.slow
-def test_the_study_runs_a_tiny_sweep_and_reports(tmp_path):
+def test_the_study_runs_a_tiny_sweep_and_reports(tmp_path, study_cluster):
     spec = reduced_workflow(tmp_path, "bayes_linear", [
         ("n = [100, 1_000, 10_000, 100_000, 1_000_000]", "n = [100, 1_000]"),
         ("epsilon = [0.3, 1.0, 3.0]", "epsilon = [1.0]"),
         ("replicates = 1000", "replicates = 4"),
     ])
-    ds, out = run_and_report(tmp_path, spec)
+    ds, out = run_and_report(tmp_path, spec, study_cluster)
     assert np.isfinite(ds.error.values).all() and not int(ds.failed.sum())
     assert set(ds.mechanism.values.tolist()) == {"nonprivate", "naive", "noise_aware"}
     assert set(np.unique(ds.error.values).tolist()) <= {0.0, 1.0}

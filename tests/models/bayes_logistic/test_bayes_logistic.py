@@ -399,13 +399,13 @@ def test_workflow_builds_its_problem_and_mechanisms():
 
 
 @pytest.mark.slow
-def test_the_study_runs_a_tiny_sweep_and_reports(tmp_path):
+def test_the_study_runs_a_tiny_sweep_and_reports(tmp_path, study_cluster):
     spec = reduced_workflow(tmp_path, "bayes_logistic", [
         ("n = [100, 1_000, 10_000, 100_000]", "n = [50, 200]"),
         ("epsilon = [0.25, 1.0, 4.0]", "epsilon = [1.0, 4.0]"),
         ("replicates = 200", "replicates = 3"),
     ])
-    ds, out = run_and_report(tmp_path, spec)
+    ds, out = run_and_report(tmp_path, spec, study_cluster)
     assert np.isfinite(ds.error.values).all() and not int(ds.failed.sum())
     assert set(ds.mechanism.values.tolist()) == {"nonprivate", "ops"}
     assert (out / "report.md").exists()

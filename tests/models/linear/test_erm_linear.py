@@ -150,14 +150,14 @@ def test_erm_linear_spec():
 
 
 @pytest.mark.slow
-def test_erm_linear_reduced_end_to_end(tmp_path):
+def test_erm_linear_reduced_end_to_end(tmp_path, study_cluster):
     """The workflow through the real CLI (2 workers, zarr store, report): every cell done,
     delta recorded, the (ε, δ) row marked; at n = 10^5 the noisy-GD baselines beat output
     perturbation, whose L = 2 sqrt(d)(1 + sqrt(d)) makes it the noisiest."""
     spec = reduced_workflow(tmp_path, "erm_linear", [
         ("n = [1_000, 10_000, 100_000, 1_000_000]", "n = [100_000]"),
         ("epsilon = [0.25, 0.5, 1.0, 2.0]", "epsilon = [1.0]"), ("replicates = 50", "replicates = 5")])
-    ds, out = run_and_report(tmp_path, spec)
+    ds, out = run_and_report(tmp_path, spec, study_cluster)
     assert json.loads(ds.attrs["delta"])["noisy_gd_gauss"] == 1e-5
     med = ds["error"].median("replicate").sel(n=100_000, epsilon=1.0)
     assert float(med.sel(mechanism="noisy_gd_gauss")) < float(med.sel(mechanism="output"))

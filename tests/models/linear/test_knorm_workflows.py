@@ -45,7 +45,7 @@ def test_knorm_linear_coverage_is_figure_3():
 
 
 @pytest.mark.slow
-def test_knorm_logistic_reduced_end_to_end(tmp_path):
+def test_knorm_logistic_reduced_end_to_end(tmp_path, study_cluster):
     spec = reduced_workflow(tmp_path, "knorm_logistic", [
         ("n = [10_000, 100_000]", "n = [10_000]"),
         ("epsilon = [0.015625, 0.03125, 0.0625, 0.125, 0.25, 0.5, 1.0, 2.0]", "epsilon = [0.0625, 0.25]"),
@@ -53,7 +53,7 @@ def test_knorm_logistic_reduced_end_to_end(tmp_path):
         ('[[mechanisms]]\nlabel = "kng_linf"\nkind = "kng"\nnorm = "linf"\n', ""),
         ("[sampler]\nsteps = 1_000\n", ""),
     ])
-    ds, out = run_and_report(tmp_path, spec)
+    ds, out = run_and_report(tmp_path, spec, study_cluster)
     med = ds["error"].median("replicate").sel(n=10_000)
     for eps in (0.0625, 0.25):
         assert float(med.sel(mechanism="Linf", epsilon=eps)) < float(med.sel(mechanism="L1", epsilon=eps))
@@ -62,13 +62,13 @@ def test_knorm_logistic_reduced_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
-def test_knorm_linear_coverage_reduced_end_to_end(tmp_path):
+def test_knorm_linear_coverage_reduced_end_to_end(tmp_path, study_cluster):
     spec = reduced_workflow(tmp_path, "knorm_linear_coverage", [
         ("n = [10_000, 1_000_000]", "n = [10_000]"),
         ("epsilon = [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0]", "epsilon = [0.5, 4.0]"),
         ("replicates = 200", "replicates = 10"),
     ])
-    ds, out = run_and_report(tmp_path, spec)
+    ds, out = run_and_report(tmp_path, spec, study_cluster)
     cov = ds.kng.coverage(how="mean", coefs=slice(1, None))["coverage"].sel(n=10_000)
     assert float(cov.sel(mechanism="Linf", epsilon=4.0)) > float(cov.sel(mechanism="Linf", epsilon=0.5))
     assert (out / "coverage_vs_epsilon.png").stat().st_size > 10_000
@@ -87,7 +87,7 @@ def test_erm_baselines_spec():
 
 
 @pytest.mark.slow
-def test_erm_baselines_reduced_end_to_end(tmp_path):
+def test_erm_baselines_reduced_end_to_end(tmp_path, study_cluster):
     """Every baseline runs in the engine; the store records delta and the report marks
     the (epsilon, delta)-DP rows."""
     spec = reduced_workflow(tmp_path, "erm_baselines", [
@@ -96,7 +96,7 @@ def test_erm_baselines_reduced_end_to_end(tmp_path):
         ("replicates = 50", "replicates = 3"),
         ("steps = 1_000", "steps = 50"),
     ])
-    ds, out = run_and_report(tmp_path, spec)
+    ds, out = run_and_report(tmp_path, spec, study_cluster)
     assert np.all(np.isfinite(ds["error"].values))
     assert json.loads(ds.attrs["delta"])["dpsgd"] == 1e-5
     text = (out / "report.md").read_text()

@@ -14,7 +14,7 @@ import pytest
 import statsmodels.api as sm
 from scipy import stats
 
-from testkit import kngflow_cli
+from testkit import kngflow_cli, study_run
 from kngflow.audit import exact_audit
 from kngflow.api import get_mechanism
 from kngflow.noise import knorm_noise
@@ -114,7 +114,7 @@ def test_exact_audit_passes_and_catches_the_control(norm, control):
 
 
 @pytest.mark.slow
-def test_logistic_study_through_the_cli(tmp_path):
+def test_logistic_study_through_the_cli(tmp_path, study_cluster):
     spec = tmp_path / "logistic.toml"
     spec.write_text(
         'name = "logistic_small"\nseed = 3\n\n[problem]\nname = "logistic"\n\n'
@@ -124,7 +124,7 @@ def test_logistic_study_through_the_cli(tmp_path):
         '[[mechanisms]]\nlabel = "objpert"\nkind = "objective_ext"\nnorm = "linf"\nq = 0.85\n'
     )
     store = tmp_path / "s.zarr"
-    run = kngflow_cli("run", spec, "--store", store, "--workers", 1, "--no-dashboard", "--no-progress")
+    run = study_run(study_cluster, spec, store)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "6/6 cells done, 0 failed" in run.stdout
     report = kngflow_cli("report", store, "--out", tmp_path / "report")

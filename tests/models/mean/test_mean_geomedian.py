@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from testkit import kngflow_cli
+from testkit import kngflow_cli, study_run
 from scipy import optimize, stats
 
 from kngflow.api import get_mechanism
@@ -268,7 +268,7 @@ def test_workflow_builds_its_problem_and_mechanisms(name):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["kng_mean", "kng_geomedian"])
-def test_plugin_problem_runs_and_reports_through_the_cli(tmp_path, name):
+def test_plugin_problem_runs_and_reports_through_the_cli(tmp_path, name, study_cluster):
     """The engine, store and report run a new problem without knowing its name."""
     text = (ROOT / "workflows" / f"{name}.toml").read_text()
     text = re.sub(r"(?m)^n = .*$", "n = [20, 200]", text)
@@ -276,7 +276,7 @@ def test_plugin_problem_runs_and_reports_through_the_cli(tmp_path, name):
     spec = tmp_path / f"{name}.toml"
     spec.write_text(text)
     store = tmp_path / "s.zarr"
-    run = kngflow_cli("run", spec, "--store", store, "--workers", "1", "--no-dashboard", "--no-progress")
+    run = study_run(study_cluster, spec, store)
     assert run.returncode == 0, run.stdout + run.stderr
     ds = xr.open_zarr(store)
     assert int(ds.done.sum()) == ds.done.size and not int(ds.failed.sum())

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from testkit import kngflow_cli
+from testkit import kngflow_cli, study_run
 from kngflow.kernels import SAMPLER_CODES
 from kngflow.sweep import load_spec
 
@@ -46,10 +46,10 @@ def small_figure2(tmp_path) -> Path:
 
 
 @pytest.mark.slow
-def test_figure2_end_to_end_through_the_cli(tmp_path):
+def test_figure2_end_to_end_through_the_cli(tmp_path, study_cluster):
     spec = small_figure2(tmp_path)
     store = tmp_path / "fig2.zarr"
-    proc = kngflow_cli("run", spec, "--store", store, "--workers", 2, "--no-dashboard", "--no-progress")
+    proc = study_run(study_cluster, spec, store)
     assert proc.returncode == 0, proc.stderr
     ds = xr.open_zarr(store)
     assert ds.attrs["problem"] == "quantreg" and "max|Y|" in ds.attrs["caveats"]
@@ -79,7 +79,7 @@ def test_figure2_end_to_end_through_the_cli(tmp_path):
 
     # resuming a finished store computes nothing and changes nothing
     before = ds["estimate"].values.copy()
-    proc = kngflow_cli("run", spec, "--store", store, "--workers", 1, "--no-dashboard", "--no-progress")
+    proc = study_run(study_cluster, spec, store)
     assert proc.returncode == 0, proc.stderr
     np.testing.assert_array_equal(xr.open_zarr(store)["estimate"].values, before)
 

@@ -517,11 +517,11 @@ def test_report_section_gives_the_other_error_measure():
 
 
 @pytest.mark.slow
-def test_study_runs_through_the_cli(tmp_path):
+def test_study_runs_through_the_cli(tmp_path, study_cluster):
     """The shipped spec, reduced (n = 300, two epsilons, 2 replicates, the four cheapest
     mechanisms), runs through ``kngflow run`` on one worker with the model named by
     references, and ``kngflow report`` adds the other error measure and the claims' verdicts."""
-    from testkit import WORKFLOWS, kngflow_cli, reduced_workflow
+    from testkit import WORKFLOWS, kngflow_cli, reduced_workflow, study_run
 
     text = (reduced_workflow(tmp_path, "svm", [
         ("n = [1_000, 10_000]", "n = [300]"), ("epsilon = [0.05, 0.1, 0.2, 0.5, 1.0, 2.0]", "epsilon = [0.5, 2.0]"),
@@ -534,7 +534,7 @@ def test_study_runs_through_the_cli(tmp_path):
     claims = (WORKFLOWS / "svm.claims.toml").read_text().split("[[claims]]")
     (tmp_path / "svm.claims.toml").write_text(claims[0] + "[[claims]]" + claims[1])  # the CMS claim: its labels ran
     store = tmp_path / "s.zarr"
-    run = kngflow_cli("run", spec, "--store", store, "--workers", 1, "--no-dashboard", "--no-progress")
+    run = study_run(study_cluster, spec, store)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "16/16 cells done, 0 failed" in run.stdout
     out = tmp_path / "report"

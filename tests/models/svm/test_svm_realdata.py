@@ -71,11 +71,11 @@ def test_svm_kinds_apply_by_family(kind):
 
 
 @pytest.mark.slow
-def test_study_runs_through_the_cli(tmp_path):
+def test_study_runs_through_the_cli(tmp_path, study_cluster):
     """The shipped spec, reduced (two epsilons, 2 replicates, five mechanisms), runs through
-    ``kngflow run`` on 2 workers; ``kngflow report`` labels the error as the problem declares,
-    draws its reference lines and gives the claims' verdicts."""
-    from testkit import WORKFLOWS, kngflow_cli, reduced_workflow
+    ``kngflow run`` on the one-worker test cluster; ``kngflow report`` labels the error as the
+    problem declares, draws its reference lines and gives the claims' verdicts."""
+    from testkit import WORKFLOWS, kngflow_cli, reduced_workflow, study_run
 
     text = reduced_workflow(tmp_path, "svm_anes", [
         ("epsilon = [0.1, 0.25, 0.5, 1.0, 2.0, 4.0]", "epsilon = [1.0, 4.0]"),
@@ -86,7 +86,7 @@ def test_study_runs_through_the_cli(tmp_path):
     spec = tmp_path / "svm_anes.toml"
     spec.write_text(text)
     store = tmp_path / "s.zarr"
-    run = kngflow_cli("run", spec, "--store", store, "--workers", 2, "--no-dashboard", "--no-progress")
+    run = study_run(study_cluster, spec, store)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "20/20 cells done, 0 failed" in run.stdout
     out = tmp_path / "report"
