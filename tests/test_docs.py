@@ -31,8 +31,12 @@ beside it (``workflows/NAME.claims.toml``, checked by ``kngflow report``) keeps 
 axes, so that every claim finds its cells, and only gets 3 replicates. So a block's
 ``kngflow run workflows/kng_linear.toml --store results/kng_linear.zarr`` runs exactly
 as written, in seconds instead of minutes or hours. ``kngflow run`` gets
-``--no-dashboard --no-progress``, and ``--workers 1`` where the line names no target (a
-worker process's start costs more CPU than these studies; stores do not depend on it).
+``--no-dashboard --no-progress``; a shipped study (``workflows/…``) run on a local cluster
+(``--workers N`` or no target) runs in this process on the test process's one-worker
+cluster (``conftest.study_cluster``): a worker process's start costs more CPU than these
+studies, and stores do not depend on it (a local cluster's own start is tested by
+``test_cli.py`` and by the README's main job, ``analysis/test_end_to_end.py``).  Any other
+``kngflow run`` gets ``--workers 1`` where the line names no target.
 Audits are reduced the same way: ``kngflow audit`` gets ``--draws 2000`` (appended, so it
 overrides the line's own ``--draws``); every documented exit status (pass 0, flagged 1)
 holds at that size, and the results at full size are the tables of docs/audits.md.
@@ -180,7 +184,7 @@ def environment(folder: Path) -> dict:
             "PYTHONPATH": os.pathsep.join([str(folder), str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
 
-def run_command(command: str, status: int, folder: Path, env: dict, where: str, targets: dict) -> None:
+def run_command(command: str, status: int, folder: Path, env: dict, where: str, targets: dict, cluster) -> None:
     for placeholder, value in targets.items():
         command = command.replace(placeholder, value)
     argv = shlex.split(command)
@@ -188,13 +192,20 @@ def run_command(command: str, status: int, folder: Path, env: dict, where: str, 
         return
     if argv[0] == "kngflow":
         argv = argv[1:]
+        shipped = False
         if argv[:1] == ["run"]:
-            argv += ["--no-dashboard", "--no-progress"]
-            if not {"--workers", "--scheduler", "--scheduler-file", "--cluster"} & set(argv):
-                argv += ["--workers", "1"]
+            shipped = argv[1].startswith("workflows/") and not {"--scheduler", "--scheduler-file", "--cluster"} & set(argv)
+            if shipped:  # on the one-worker cluster, in this process
+                if "--workers" in argv:
+                    del argv[argv.index("--workers"):argv.index("--workers") + 2]
+                argv += ["--scheduler", cluster.address, "--no-progress"]
+            else:
+                argv += ["--no-dashboard", "--no-progress"]
+                if not {"--workers", "--scheduler", "--scheduler-file", "--cluster"} & set(argv):
+                    argv += ["--workers", "1"]
         elif argv[:1] == ["audit"]:
             argv += ["--draws", str(AUDIT_DRAWS)] + ([] if "--no-progress" in argv else ["--no-progress"])
-        if in_process(argv):  # this process's working directory and path are the page's (the test's chdir)
+        if shipped or in_process(argv):  # this process's working directory and path are the page's (the test's chdir)
             proc = cli_in_process(argv)
         else:
             proc = subprocess.run([*kngflow_command(), *argv], cwd=folder, env=env, capture_output=True, text=True,
@@ -270,7 +281,7 @@ def test_reduced_specs_keep_their_design():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
-def test_page_runs_as_written(page, tmp_path, monkeypatch, cluster_targets):
+def test_page_runs_as_written(page, tmp_path, monkeypatch, cluster_targets, study_cluster):
     found = blocks(page)
     if not any(lang in ("python", "bash", "console", "toml") for lang, _ in found):
         pytest.skip("no code on this page")
@@ -295,7 +306,7 @@ def test_page_runs_as_written(page, tmp_path, monkeypatch, cluster_targets):
                     pytest.fail(f"{where} raised {type(exc).__name__}: {exc}\n{body}")
         elif lang in ("bash", "console"):
             for command, status in commands(body, lang):
-                run_command(command, status, folder, env, where, targets)
+                run_command(command, status, folder, env, where, targets, study_cluster)
         elif lang == "toml":
             check_toml(body, folder, where)
     import matplotlib.pyplot as plt
