@@ -84,6 +84,21 @@ def test_report_on_partial_n_grid(n_grid_store, tmp_path):
     assert "Coverage of the non-private 95% CI" in md
 
 
+def test_a_large_store_is_reported_lazily_and_says_the_same(n_grid_store, tmp_path, monkeypatch):
+    """A store above ``IN_MEMORY_BYTES`` stays dask-backed (its summaries computed chunk by
+    chunk); its report equals the in-memory one, the figure included."""
+    from kngflow.analysis import report
+
+    lazy = []
+    summary = report._s.error_summary
+    monkeypatch.setattr(report._s, "error_summary", lambda ds: lazy.append(ds["error"].chunks is not None) or summary(ds))
+    small = write_report(n_grid_store, tmp_path / "memory")
+    monkeypatch.setattr(report, "IN_MEMORY_BYTES", 0)
+    assert write_report(n_grid_store, tmp_path / "lazy") == small
+    assert lazy == [False, True]  # a small store is read into memory, a large one is not
+    assert (tmp_path / "lazy" / "error_vs_n.png").read_bytes() == (tmp_path / "memory" / "error_vs_n.png").read_bytes()
+
+
 def test_report_on_epsilon_grid(tmp_path):
     mechs = [
         SM("MLE", "nonprivate"),
