@@ -41,9 +41,10 @@ Audits are reduced the same way: ``kngflow audit`` gets ``--draws 2000`` (append
 overrides the line's own ``--draws``); every documented exit status (pass 0, flagged 1)
 holds at that size, and the results at full size are the tables of docs/audits.md.
 
-Cluster placeholders (docs/cluster.md): the test starts a ``dask scheduler`` and one
-``dask worker`` (which cannot read the working directory) and puts their address for
-``tcp://head:8786`` and their scheduler file for ``/shared/scheduler.json``.
+Cluster placeholders (docs/cluster.md, docs/audits.md): the address of the test process's
+``dask scheduler`` with its one ``dask worker`` (``conftest.study_cluster``; the worker cannot
+read the working directory) stands for ``tcp://head:8786``, and its scheduler file for
+``/shared/scheduler.json``.
 
 The files of docs/plugins.md's ``# file:`` blocks are written into every working
 directory, which is on ``PYTHONPATH`` (docs/audits.md audits that plug-in). docs/plugins.md
@@ -78,7 +79,6 @@ PAGES = [ROOT / "README.md"] + sorted(p for p in DOCS.rglob("*.md") if p not in 
                                       and DOCS / "api" not in p.parents)
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[^\n`]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.S | re.M)
 CHECKED = {"python", "bash", "console", "toml", "text", "r"}
-PLACEHOLDERS = ("tcp://head:8786", "/shared/scheduler.json")
 SMALL_N = 10_000
 #: the study specs of workflows/ (the claims files beside them are copied as they are)
 SPECS = sorted(p for p in (ROOT / "workflows").glob("*.toml") if "grid" in tomllib.loads(p.read_text()))
@@ -235,29 +235,6 @@ def check_toml(body: str, folder: Path, where: str) -> None:
         (folder / name).write_text(body[len(first) + 1:])
 
 
-@pytest.fixture
-def cluster_targets(tmp_path_factory):
-    """A scheduler and one worker for the placeholders, started on first use."""
-    started = {}
-
-    def start(deny: Path) -> dict:
-        if not started:
-            from daskprocs import DaskProcesses
-
-            procs = DaskProcesses(tmp_path_factory.mktemp("dask"), deny=deny)
-            started["procs"] = procs
-            procs.start()
-            procs.start_worker()
-            procs.wait_for_workers(1)
-            started["targets"] = {"tcp://head:8786": procs.address,
-                                  "/shared/scheduler.json": str(procs.scheduler_file)}
-        return started["targets"]
-
-    yield start
-    if started:
-        started["procs"].close()
-
-
 def test_every_page_has_its_fences_marked():
     """Every fenced block names one of the languages above (an unmarked block would go unchecked)."""
     for page in PAGES + [DOCS / "plugins.md"]:
@@ -281,7 +258,7 @@ def test_reduced_specs_keep_their_design():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
-def test_page_runs_as_written(page, tmp_path, monkeypatch, cluster_targets, study_cluster):
+def test_page_runs_as_written(page, tmp_path, monkeypatch, study_cluster):
     found = blocks(page)
     if not any(lang in ("python", "bash", "console", "toml") for lang, _ in found):
         pytest.skip("no code on this page")
@@ -290,7 +267,7 @@ def test_page_runs_as_written(page, tmp_path, monkeypatch, cluster_targets, stud
     monkeypatch.chdir(folder)
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.syspath_prepend(str(folder))
-    targets = cluster_targets(folder) if any(p in page.read_text() for p in PLACEHOLDERS) else {}
+    targets = {"tcp://head:8786": study_cluster.address, "/shared/scheduler.json": str(study_cluster.scheduler_file)}
     namespace = {"__name__": f"docs_{page.stem}"}
     for i, (lang, body) in enumerate(found):
         where = f"{page.relative_to(ROOT)}, block {i + 1} ({lang})"
