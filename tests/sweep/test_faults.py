@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import xarray as xr
-from testkit import assert_same, kngflow_cli, kngflow_command, one_line, tiny_spec
+from testkit import assert_same, kngflow_cli, kngflow_command, one_line, study_run, tiny_spec
 from daskprocs import DaskProcesses, kill_group
 
 from kngflow import store as st
@@ -24,13 +24,13 @@ RUN = ("--workers", 1, "--no-dashboard", "--no-progress")
 
 
 @pytest.fixture(scope="module")
-def sound(tmp_path_factory):
+def sound(tmp_path_factory, study_cluster):
     """(spec path, a complete store) made once."""
     tmp = tmp_path_factory.mktemp("faults")
     spec = tmp / "tiny.toml"
     spec.write_text(tiny_spec(replicates=3))
     store = tmp / "s.zarr"
-    r = kngflow_cli("run", spec, "--store", store, *RUN)
+    r = study_run(study_cluster, spec, store)
     assert r.returncode == 0, r.stderr
     return spec, store
 
@@ -151,13 +151,13 @@ WAIT = 3  # --connect-timeout: how long a run waits for a lost scheduler or for 
 
 
 @pytest.fixture(scope="module")
-def slow(tmp_path_factory):
-    """(spec path, the store of an uninterrupted run on a local cluster)."""
+def slow(tmp_path_factory, study_cluster):
+    """(spec path, the store of an uninterrupted run)."""
     tmp = tmp_path_factory.mktemp("slow")
     spec = tmp / "slow.toml"
     spec.write_text(SLOW)
     store = tmp / "ref.zarr"
-    r = kngflow_cli("run", spec, "--store", store, *RUN, "--task-seconds", "0.3")
+    r = study_run(study_cluster, spec, store, "--task-seconds", "0.3")
     assert r.returncode == 0, r.stderr
     return spec, st.open_dataset(store).load()
 
