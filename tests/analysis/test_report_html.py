@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from testkit import kngflow_cli, reduced_workflow
+from testkit import kngflow_cli, reduced_workflow, study_run
 from kngflow.analysis.report import write_report
 from synthetic import SyntheticMechanism as SM
 from synthetic import synthetic_dataset, write_store
@@ -143,10 +143,10 @@ def eps_report(eps_store, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def smoke_report(tmp_path_factory):
+def smoke_report(tmp_path_factory, study_cluster):
     """``kngflow run workflows/smoke.toml`` and ``kngflow report --html``, both with the real CLI."""
     tmp = tmp_path_factory.mktemp("smoke")
-    proc = kngflow_cli("run", SMOKE, "--store", tmp / "smoke.zarr", "--workers", 1, "--no-dashboard")
+    proc = study_run(study_cluster, SMOKE, tmp / "smoke.zarr")
     assert proc.returncode == 0, proc.stderr
     proc = kngflow_cli("report", tmp / "smoke.zarr", "--out", tmp / "report", "--html")
     assert proc.returncode == 0, proc.stderr
@@ -154,7 +154,7 @@ def smoke_report(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def fig1_report(tmp_path_factory):
+def fig1_report(tmp_path_factory, study_cluster):
     """The Figure 1 study (``workflows/kng_linear.toml`` reduced to n = 10^2, 10^3 and 5
     replicates) run and reported (``--html``) by the real CLI."""
     tmp = tmp_path_factory.mktemp("fig1")
@@ -162,7 +162,7 @@ def fig1_report(tmp_path_factory):
         ("n = [100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000]", "n = [100, 1_000]"),
         ("replicates = 100", "replicates = 5"),
     ])
-    proc = kngflow_cli("run", spec, "--store", tmp / "fig1.zarr", "--workers", 1, "--no-dashboard", "--no-progress")
+    proc = study_run(study_cluster, spec, tmp / "fig1.zarr")
     assert proc.returncode == 0, proc.stderr
     proc = kngflow_cli("report", tmp / "fig1.zarr", "--out", tmp / "report", "--html")
     assert proc.returncode == 0, proc.stderr

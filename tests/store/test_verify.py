@@ -11,21 +11,21 @@ from kngflow import store as st
 from kngflow.store.verify import verify_store
 
 from testkit import (assert_changed_fill_value_is_not_repaired, assert_same, copy_store, damage_metadata, kngflow_cli,
-                     one_line, tiny_spec, undo_replicate)
+                     one_line, study_run, tiny_spec, undo_replicate)
 
 RUN = ("--workers", 1, "--no-dashboard", "--no-progress")
-#: every test reads (a copy of) the store of a real ``kngflow run`` on a local cluster: the slow tier
+#: every test reads (a copy of) the store of a real ``kngflow run`` on a Dask cluster: the slow tier
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def sound(tmp_path_factory):
+def sound(tmp_path_factory, study_cluster):
     """(spec path, a complete store) made once; tests damage copies of it."""
     tmp = tmp_path_factory.mktemp("sound")
     spec = tmp / "tiny.toml"
     spec.write_text(tiny_spec(replicates=3))
     store = tmp / "s.zarr"
-    r = kngflow_cli("run", spec, "--store", store, *RUN)
+    r = study_run(study_cluster, spec, store)
     assert r.returncode == 0, r.stderr
     return spec, store
 
@@ -38,7 +38,7 @@ def test_new_stores_have_checksums_and_a_format(sound):
 
 
 @pytest.mark.slow
-def test_truncated_chunk_is_found_and_repaired_bit_for_bit(sound, tmp_path):
+def test_truncated_chunk_is_found_and_repaired_bit_for_bit(sound, tmp_path, study_cluster):
     spec, good = sound
     store = copy_store(sound[1], tmp_path)
     chunk = store / "estimate" / "c" / "0" / "0" / "0" / "0" / "0"
@@ -50,7 +50,7 @@ def test_truncated_chunk_is_found_and_repaired_bit_for_bit(sound, tmp_path):
     for cmd in (("status", store), ("report", store, "--out", tmp_path / "rep"), ("run", spec, "--store", store, *RUN)):
         line = one_line(kngflow_cli(*cmd))
         assert "damaged" in line and "verify" in line
-    r = kngflow_cli("run", spec, "--store", store, "--repair", *RUN)
+    r = study_run(study_cluster, spec, store, "--repair")
     assert r.returncode == 0, r.stderr
     assert "repaired" in r.stdout
     assert kngflow_cli("verify", store, "--no-progress").returncode == 0
@@ -79,12 +79,12 @@ def test_damaged_metadata_gives_one_line(sound, tmp_path, target):
 @pytest.mark.slow
 @pytest.mark.parametrize("target", ["zarr.json", "zarr.json missing", "estimate/zarr.json", "n/zarr.json missing",
                                     "done/zarr.json"])
-def test_damaged_metadata_is_rebuilt_from_the_spec_and_the_run_resumes(sound, tmp_path, target):
+def test_damaged_metadata_is_rebuilt_from_the_spec_and_the_run_resumes(sound, tmp_path, target, study_cluster):
     spec, good = sound
     store = copy_store(sound[1], tmp_path)
     undo_replicate(store, 2)
     file = damage_metadata(store, target)
-    r = kngflow_cli("run", spec, "--store", store, "--repair", *RUN)
+    r = study_run(study_cluster, spec, store, "--repair")
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"rebuilt {file} from the spec" in r.stdout
     assert "16/24 cells done, 8 to compute" in r.stdout  # the done cells are kept

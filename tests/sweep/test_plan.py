@@ -6,7 +6,7 @@ import re
 
 import pytest
 import xarray as xr
-from testkit import kngflow_cli, tiny_spec
+from testkit import kngflow_cli, study_run, tiny_spec
 
 from kngflow import store as st
 
@@ -60,7 +60,7 @@ def test_plan_counts_what_a_store_already_holds(tmp_path):
 
 
 @pytest.mark.slow
-def test_run_refuses_a_plan_over_the_limits_without_yes(tmp_path):
+def test_run_refuses_a_plan_over_the_limits_without_yes(tmp_path, study_cluster):
     (tmp_path / "spec.toml").write_text(HUGE)
     plan = kngflow_cli("plan", tmp_path / "spec.toml")
     assert plan.returncode == 0 and "exceeds 24 core-hours: `kngflow run` asks for --yes" in plan.stdout
@@ -73,8 +73,7 @@ def test_run_refuses_a_plan_over_the_limits_without_yes(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.toml"]  # no store, no lock
     # a spec within the limits runs without --yes (negative control of the refusal)
     (tmp_path / "small.toml").write_text(tiny_spec(n=(20, 1000), epsilon=(1.0,), replicates=2))
-    ok = kngflow_cli("run", tmp_path / "small.toml", "--store", tmp_path / "s.zarr", "--workers", 1,
-                     "--no-dashboard", "--no-progress")
+    ok = study_run(study_cluster, tmp_path / "small.toml", tmp_path / "s.zarr")
     assert ok.returncode == 0, ok.stdout + ok.stderr
 
 
