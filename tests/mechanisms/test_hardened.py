@@ -2,8 +2,9 @@
 
 The float attack's reproducer (D1 = {(1, 1), (0, 0)}, D2 = {(-1, -1), (0, 0)}, radius 1,
 l-infinity data ball, epsilon = 1) finds no impossible event in 200 000 hardened releases
-under either data set; the bit-level audit passes every hardened additive-noise release
-(its unhardened twin is flagged where the float leak is visible: tests/audit/test_bit_audit.py);
+under either data set (the unhardened ones, its control, are flagged in 20 000); the
+bit-level audit passes every hardened additive-noise release (its unhardened twin is
+flagged where the float leak is visible: tests/audit/test_bit_audit.py);
 the guarantee is printed by `kngflow audit`; options a mechanism cannot honour fail in one
 line naming them.
 """
@@ -43,9 +44,11 @@ def test_the_reproducer_finds_nothing_in_200000_hardened_releases_and_the_unhard
     hard = bit_audit(get_mechanism("mean", "kng", norm="linf"), problem, 1.0, pair=PAIR, draws=200_000)
     assert hard.passed and hard.bound == 0.0, hard.summary()
     assert not any(hard.details["counts"]) and not any(hard.details["counts_other"]), hard.summary()
-    # negative control: the same mechanism unhardened, same check
+    # negative control: the same mechanism unhardened, same check, on a tenth of the draws (fewer
+    # draws flag a leak less easily): about 3 % of its releases are impossible events, the bound
+    # reads 3.5 (2.8 with 10 000 draws, 4.6 with 50 000)
     plain = bit_audit(get_mechanism("mean", "kng", norm="linf", hardened=False), problem, 1.0, pair=PAIR,
-                      draws=200_000)
+                      draws=20_000)
     assert not plain.passed and plain.bound > 1.0, plain.summary()
 
 
