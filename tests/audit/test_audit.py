@@ -141,7 +141,13 @@ def test_candidate_pairs_are_adjacent_and_on_the_boundary():
 
 # ----------------------------------------------------------------------------- black box
 
-BB = dict(draws=2000, pilot=400, candidates=4, score_draws=100)
+# 50 releases per record score the pairs (half the audit's floor of 100 at 2000 draws): the
+# search's releases, MCMC on the data sets of singular X'X, were most of these audits' time.
+# Measured at 50 (seed 3): every shipped mechanism passes with bound 0, but objective_ext
+# (linf, q = 0.75) at 0.11 (at 100: 0, but objective_ext (l2, q = 0.75) at 0.05); the
+# controls below are flagged at 5.04, 4.96 and 4.95 (at 100, with 12 candidates for the
+# paper protocol: 5.04, 4.63 and 4.99).
+BB = dict(draws=2000, pilot=400, candidates=4, score_draws=50)
 SHIPPED = (
     [("kng", {"norm": n}) for n in ("l1", "l2", "linf")]
     + [("exponential", {}), ("objective", {})]
@@ -162,8 +168,7 @@ def test_blackbox_flags_nonprivate_and_paper_protocol():
     res = blackbox_audit(get_mechanism("linear", "nonprivate", hardened=False), problem(2), EPS, seed=0, **BB)
     assert not res.passed and res.bound > 4  # the most 2000 draws can show: log(2000 / log(1/level))
     for kind in ("kng", "objective"):
-        res = blackbox_audit(get_mechanism("linear", kind, hardened=False), problem(2, "paper"), EPS, seed=0,
-                             **{**BB, "candidates": 12})
+        res = blackbox_audit(get_mechanism("linear", kind, hardened=False), problem(2, "paper"), EPS, seed=0, **BB)
         assert not res.passed and res.bound > 3, res.summary()
 
 
