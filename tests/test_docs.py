@@ -194,14 +194,15 @@ def run_command(command: str, status: int, folder: Path, env: dict, where: str, 
         argv = argv[1:]
         shipped = False
         if argv[:1] == ["run"]:
-            shipped = argv[1].startswith("workflows/") and not {"--scheduler", "--scheduler-file", "--cluster"} & set(argv)
+            remote = {"--scheduler", "--scheduler-file", "--cluster"} & set(argv)
+            shipped = argv[1].startswith("workflows/") and not remote
             if shipped:  # on the one-worker cluster, in this process
                 if "--workers" in argv:
                     del argv[argv.index("--workers"):argv.index("--workers") + 2]
                 argv += ["--scheduler", cluster.address, "--no-progress"]
             else:
                 argv += ["--no-dashboard", "--no-progress"]
-                if not {"--workers", "--scheduler", "--scheduler-file", "--cluster"} & set(argv):
+                if not remote and "--workers" not in argv:
                     argv += ["--workers", "1"]
         elif argv[:1] == ["audit"]:
             argv += ["--draws", str(AUDIT_DRAWS)] + ([] if "--no-progress" in argv else ["--no-progress"])
