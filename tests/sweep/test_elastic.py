@@ -3,8 +3,8 @@ with other versions, ``--min-workers``, factory deployments, planning for large 
 and the provenance a store records.
 
 Real ``dask scheduler`` and ``dask worker`` processes on 127.0.0.1 (:mod:`daskprocs`);
-every store is compared bit for bit with a run of the same spec on a local 2-worker
-cluster.
+every store is compared bit for bit with a run of the same spec on the test process's
+one-worker cluster (``conftest.study_cluster``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from testkit import TESTS, assert_same, kngflow_cli, kngflow_command, tiny_spec
+from testkit import TESTS, assert_same, kngflow_cli, kngflow_command, study_run, tiny_spec
 from daskprocs import DaskProcesses, kill_group
 
 from kngflow import store as st
@@ -52,13 +52,13 @@ def load(store: Path) -> xr.Dataset:
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory):
-    """The spec and its store computed on a local cluster of 2 workers."""
+def study(tmp_path_factory, study_cluster):
+    """The spec and its store computed on the test process's one-worker cluster."""
     tmp = tmp_path_factory.mktemp("elastic")
     spec = tmp / "study.toml"
     spec.write_text(SPEC)
     store = tmp / "ref.zarr"
-    run = kngflow_cli("run", spec, "--store", store, "--workers", 2, "--no-dashboard", *TASKS, timeout=TIMEOUT)
+    run = study_run(study_cluster, spec, store, *TASKS)
     assert run.returncode == 0, run.stdout + run.stderr
     return {"spec": spec, "ds": load(store)}
 
@@ -291,7 +291,7 @@ def _factory_files(tmp_path: Path) -> dict:
     return files
 
 
-def test_factory_deployment_runs_a_study(tmp_path):
+def test_factory_deployment_runs_a_study(tmp_path, study_cluster):
     files = _factory_files(tmp_path)
     spec = tmp_path / "tiny.toml"
     spec.write_text(tiny_spec(seed=5))
@@ -300,8 +300,7 @@ def test_factory_deployment_runs_a_study(tmp_path):
                       env=_env(env))
     assert run.returncode == 0, run.stdout + run.stderr
     assert "; 2 workers" in run.stdout
-    ref = kngflow_cli("run", spec, "--store", tmp_path / "ref.zarr", "--workers", 1, "--no-progress",
-                      "--no-dashboard")
+    ref = study_run(study_cluster, spec, tmp_path / "ref.zarr")
     assert ref.returncode == 0, ref.stderr
     assert_same(load(tmp_path / "ref.zarr"), load(tmp_path / "f.zarr"))
 

@@ -316,11 +316,13 @@ def test_audit_command_on_the_model(kind, capsys):
     """``kngflow audit KIND --problem bayes`` (the problem's audit view: the point release on
     records {0, 1}) passes at eps and flags the mechanism run at 2 eps.  The closed-form steps
     decide (OPS's exact audit: 0.75 at eps, 1.60 at 2 eps; the noise-aware posterior's
-    statistic audit: 1.0 and 2.0); the black-box step, on its searched pair with 500 fresh
-    draws a side, only adds evidence (noise-aware: 0.47 at eps, 1.24 at 2 eps; OPS: 0.0)."""
+    statistic audit: 1.0 and 2.0); the black-box step, on :data:`PAIR` with 500 fresh draws a
+    side, only adds evidence (noise-aware: 0.49 at eps, 1.20 at 2 eps; OPS: 0.0).  The same
+    commands with the pair searched are docs/bayes.md's, which ``tests/test_docs.py`` runs."""
     from kngflow.cli import main
 
-    args = ["audit", kind, "--problem", "bayes", "--option", "hardened=false", "--draws", "500", "--no-progress"]
+    args = ["audit", kind, "--problem", "bayes", "--option", "hardened=false", "--draws", "500", "--no-progress",
+            "--pair", "63*(0) + (0) -> (1)"]
     assert main(args) == 0
     assert main([*args, "--run-epsilon", "2"]) == 1
     out = capsys.readouterr().out

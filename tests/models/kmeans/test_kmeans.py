@@ -290,9 +290,13 @@ def test_discrete_audit_rejects_data_dependent_outcomes():
 
 @pytest.mark.slow
 def test_kngflow_audit_passes_expmech_and_flags_two_eps(capsys):
+    """On 64 copies of (-1, 0) beside the record that moves to (1, 0) the exact audit reads
+    0.565 at eps and 1.142 at 2 eps.  The same commands with the pair searched are
+    docs/kmeans.md's, which ``tests/test_docs.py`` runs."""
     from kngflow.cli import main
 
-    args = ["audit", "expmech", "--problem", "kmeans", "--draws", "1000", "--no-progress"]
+    args = ["audit", "expmech", "--problem", "kmeans", "--draws", "1000", "--no-progress",
+            "--pair", "64*(-1,0) + (-1,0) -> (1,0)"]
     assert main(args) == 0
     assert main([*args, "--run-epsilon", "2"]) == 1
     out = capsys.readouterr().out
