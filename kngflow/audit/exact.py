@@ -110,6 +110,8 @@ def _grid(claim, problem, points: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _pair_loss(claim, problem, pair, epsilon, fine, coarse):
+    """``(loss, numerical error)`` of ``pair`` on the grid ``fine`` (the error from ``coarse``,
+    twice its spacing; None: no error estimate)."""
     D, D2 = (problem.audit_data(r) for r in pair.datasets())
     e1, e2 = (claim.log_density(x, epsilon, fine).ravel() for x in (D, D2))
     if claim.normalised:
