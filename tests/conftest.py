@@ -31,14 +31,6 @@ def study_cluster(tmp_path_factory):
         procs.close()
 
 
-def pytest_collection_modifyitems(items):
-    """The slow tier's tests first, in their order, then the fast tier's: pytest-xdist hands
-    out single tests in this order (after the modules that run in one worker,
-    ``xdist_groups.py``), so the run ends on tests of milliseconds, not on a minute-long one
-    that keeps one core busy while the others idle."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 def pytest_terminal_summary(terminalreporter):
     """Each tier's test time (``slow`` marker or not): the time its tests' setup, call and
     teardown took, summed over the workers (the wall time of ``-m "not slow"`` is about this
