@@ -79,10 +79,11 @@ def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 def _probe(page: Path, tmp_path: Path, width: int = 1280) -> tuple[dict, list[str]]:
     """Load ``page`` with the probe in a window ``width`` px wide; return what it recorded and
-    Chromium's console log lines."""
+    Chromium's console log lines.  The probed copy is written to ``tmp_path``, the test's own
+    folder (a report folder may be shared by the tests of a module)."""
     text = page.read_text(encoding="utf-8")
     assert text.count("<head>") == 1 and text.count("</body>") == 1
-    probe = page.with_name("probe_" + page.name)
+    probe = tmp_path / ("probe_" + page.name)
     probe.write_text(text.replace("<head>", "<head>" + PROBE_HEAD).replace("</body>", PROBE_BODY + "</body>"),
                      encoding="utf-8")
     proc = _chromium(tmp_path, "--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000",
