@@ -100,20 +100,20 @@ def exact_audit_applies(mechanism, problem) -> bool:
     return _density_applies(mechanism.privacy_claim(), problem)
 
 
-def _grid(claim, problem, points: int) -> tuple[np.ndarray, np.ndarray]:
-    """Grids of ``points`` and about ``points / 2`` per axis over :func:`parameter_box`."""
+def _grid(claim, problem, points: int) -> np.ndarray:
+    """A grid of ``points`` per axis over :func:`parameter_box` (shape ``(points,) * d + (d,)``)."""
     d = problem.d
     lo, hi = _box(claim, problem)
     axes = [np.linspace(lo[i], hi[i], points) for i in range(d)]
-    mesh = np.stack(np.meshgrid(*axes, indexing="ij"), -1)
-    return mesh, mesh[(slice(None, None, 2),) * d]
+    return np.stack(np.meshgrid(*axes, indexing="ij"), -1)
 
 
-def _pair_loss(claim, problem, pair, epsilon, fine, coarse):
-    """``(loss, numerical error)`` of ``pair`` on the grid ``fine`` (the error from ``coarse``,
-    twice its spacing; None: no error estimate)."""
+def _pair_loss(claim, problem, pair, epsilon, grid, error: bool):
+    """``(loss, numerical error)`` of ``pair`` on ``grid``; with ``error``, the error is
+    estimated from the normalisers on ``grid`` and on its every other point (twice the
+    spacing), else 0."""
     D, D2 = (problem.audit_data(r) for r in pair.datasets())
-    e1, e2 = (claim.log_density(x, epsilon, fine).ravel() for x in (D, D2))
+    e1, e2 = (claim.log_density(x, epsilon, grid).ravel() for x in (D, D2))
     if claim.normalised:
         l1, l2 = e1, e2
     else:  # log Z_D at spacing h, computed once: the normaliser and the error estimate below
@@ -123,10 +123,12 @@ def _pair_loss(claim, problem, pair, epsilon, fine, coarse):
     if np.any(inside != np.isfinite(l2)):
         return np.inf, 0.0  # different supports: unbounded loss
     loss = float(np.max(np.abs(l1[inside] - l2[inside])))
-    if coarse is None or claim.normalised:
+    if not error or claim.normalised:
         return loss, 0.0
-    # log Z_D - log Z_D' at spacing h and 2h (cell volumes cancel in the difference)
-    c1, c2 = (claim.log_density(x, epsilon, coarse).ravel() for x in (D, D2))
+    # log Z_D - log Z_D' at spacing h and 2h (cell volumes cancel in the difference); the
+    # density at spacing 2h is the one at spacing h on every other point of each axis
+    shape, every_other = grid.shape[:-1], (slice(None, None, 2),) * (grid.ndim - 1)
+    c1, c2 = (e.reshape(shape)[every_other].ravel() for e in (e1, e2))
     dz_h = z1 - z2
     dz_2h = np.logaddexp.reduce(c1) - np.logaddexp.reduce(c2)
     return loss, float(abs(dz_h - dz_2h))
@@ -167,19 +169,19 @@ def exact_audit(
                          "a problem with d = 1 or 2")
     run = float(epsilon if run_epsilon is None else run_epsilon)
     points = points or (20001 if d == 1 else 801)
-    fine, coarse = _grid(claim, problem, points)
+    fine = _grid(claim, problem, points)
     if pairs is None:
         pairs = candidate_pairs(problem, np.random.default_rng(seed), candidates, min_size=d)
-        search, _ = _grid(claim, problem, 81 if d == 2 else 2001)
+        search = _grid(claim, problem, 81 if d == 2 else 2001)
         scores = []
         for p in pairs:
-            scores.append(_pair_loss(claim, problem, p, run, search, None)[0])
+            scores.append(_pair_loss(claim, problem, p, run, search, False)[0])
             if progress:
                 progress(1)
         pairs = [pairs[i] for i in np.argsort(scores)[::-1][:keep]]
     best = (-np.inf, 0.0, None)
     for p in pairs:
-        loss, err = _pair_loss(claim, problem, p, run, fine, coarse)
+        loss, err = _pair_loss(claim, problem, p, run, fine, True)
         if loss > best[0]:
             best = (loss, err, p)
     loss, err, pair = best
