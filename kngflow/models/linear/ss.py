@@ -77,6 +77,8 @@ Post-processing: ``(X'X)*`` symmetric with ``[0, 0] = n`` exactly, diagonal ``q_
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from kngflow._jit import jit
@@ -119,12 +121,22 @@ def l1_sensitivity(p: int) -> float:
     return (p * p + 7 * p + 4) / 2.0
 
 
+@functools.cache
+def _pairs(p: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.triu_indices(p, 1)``, read-only: the positions of the cross products, built once
+    for each ``p`` (numpy builds them from a p x p mask at every call, and every release
+    reads them)."""
+    j, k = np.triu_indices(p, 1)
+    j.flags.writeable = k.flags.writeable = False
+    return j, k
+
+
 def record_t(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Per-record contributions ``t(x, y)`` (m, d_T) of records ``x`` (m, p), ``y`` (m,)."""
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     p = x.shape[1]
-    j, k = np.triu_indices(p, 1)
+    j, k = _pairs(p)
     return np.concatenate([x, 2.0 * x * x, x[:, j] * x[:, k], y[:, None], x * y[:, None]], axis=1)
 
 
@@ -132,7 +144,7 @@ def stats_t(stats: LinearStats) -> np.ndarray:
     """The rescaled statistic ``T`` (d_T,) read off ``G = X'X`` and ``c = X'y'``."""
     G, c = np.asarray(stats.G), np.asarray(stats.c)
     p = G.shape[0] - 1
-    j, k = np.triu_indices(p, 1)
+    j, k = _pairs(p)
     inner = G[1:, 1:]
     return np.concatenate([G[0, 1:], 2.0 * np.diag(inner), inner[j, k], c[:1], c[1:]])
 
@@ -145,7 +157,7 @@ def rebuild(T: np.ndarray, n: int, p: int) -> tuple[np.ndarray, np.ndarray]:
     G[0, 0] = float(n)
     G[0, 1:] = G[1:, 0] = T[:p]
     inner = np.diag(T[p : 2 * p] / 2.0)
-    j, k = np.triu_indices(p, 1)
+    j, k = _pairs(p)
     m = 2 * p + len(j)
     inner[j, k] = inner[k, j] = T[2 * p : m]
     G[1:, 1:] = inner
