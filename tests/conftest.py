@@ -31,6 +31,17 @@ def study_cluster(tmp_path_factory):
         procs.close()
 
 
+#: Tests collected first: the longest of those that run alone (the docs pages: docs/audits.md
+#: takes about 2.5 minutes), so that none of them is still running when the others are done.
+FIRST = ("tests/test_docs.py::test_page_runs_as_written",)
+
+
+def pytest_collection_modifyitems(items):
+    """:data:`FIRST` to the front of the collection, which xdist's scheduling follows after
+    the modules run whole (``xdist_groups.py``)."""
+    items.sort(key=lambda item: not item.nodeid.startswith(FIRST))  # stable: the rest keeps its order
+
+
 def pytest_terminal_summary(terminalreporter):
     """Each tier's test time (``slow`` marker or not): the time its tests' setup, call and
     teardown took, summed over the workers (the wall time of ``-m "not slow"`` is about this
