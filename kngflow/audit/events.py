@@ -402,6 +402,6 @@ def best_predicted(a: np.ndarray, b: np.ndarray, n: int, level: float, delta: fl
         ka[j, :len(t)], kb[j, :len(t)] = ca, cb
     pred = predicted_bound(*_oriented(ka, kb, len(a), len(b)), n, level, delta)
     pred[:, ~valid] = -np.inf  # (orientation, statistic, threshold)
-    top = np.take_along_axis(pred, np.argmax(pred, axis=-1)[..., None], axis=-1)
+    top = pred.max(axis=-1)  # a row's NaN is its max, as it is its argmax in select_events
     top = top[np.isfinite(top) & (top > 0)]
     return float(top.max()) if top.size else 0.0
