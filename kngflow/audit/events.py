@@ -143,7 +143,7 @@ def _inner_levels(bins: int) -> np.ndarray:
     return levels
 
 
-@functools.cache
+@functools.lru_cache(maxsize=64)  # the counts of distinct values vary with the samples
 def _spread(count: int, most: int) -> np.ndarray:
     """``most`` indices spread evenly over ``range(count)``, its ends left out."""
     idx = np.linspace(0, count - 1, most + 2).astype(int)[1:-1]
@@ -151,17 +151,17 @@ def _spread(count: int, most: int) -> np.ndarray:
     return idx
 
 
-def _edges(values: np.ndarray, bins: int) -> np.ndarray:
-    """Cell edges at the pooled quantiles of ``values`` (a column each, if 2-D: a list)."""
+def _edges(values: np.ndarray, bins: int) -> list[np.ndarray]:
+    """Cell edges of each column of ``values`` (rows: both samples pooled) at its quantiles."""
     q = np.quantile(values, _inner_levels(bins), axis=0)
-    return np.unique(q) if q.ndim == 1 else [np.unique(q[:, j]) for j in range(q.shape[1])]
+    return [np.unique(q[:, j]) for j in range(q.shape[1])]
 
 
 def _histogram_ratio(name, V: np.ndarray, a: np.ndarray, b: np.ndarray, bins: int) -> Statistic:
     """Smoothed log ratio of the two samples' frequencies on a grid of pooled-quantile
     cells of the projections ``x @ V`` (V: (d, k), k = 1 or 2)."""
     pa, pb = a @ V, b @ V
-    edges = [_edges(np.concatenate([pa[:, j], pb[:, j]]), bins) for j in range(V.shape[1])]
+    edges = _edges(np.vstack([pa, pb]), bins)
     shape = tuple(len(e) + 1 for e in edges)
 
     def cells(p):
