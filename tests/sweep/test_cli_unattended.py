@@ -96,11 +96,13 @@ def wait_for_text(path: Path, text: str, timeout: float = 120) -> None:
     raise AssertionError(f"{path} did not get {text!r} within {timeout:g} s")
 
 
-def _worker_started(pid: int) -> bool:
-    """Whether worker process ``pid`` is past its interpreter's start-up: a running Dask
-    worker has its event loop's helper threads (a starting interpreter has one thread)."""
+def _worker_started(pid: int, log: Path) -> bool:
+    """Whether worker process ``pid`` has run kngflow's worker preload, which installs its
+    signal handlers and then points its stderr at ``log`` (``--log-file``).  (A count of
+    threads is no such sign: numpy's BLAS starts its threads while the interpreter is still
+    importing, where a SIGINT is a KeyboardInterrupt traceback.)"""
     try:
-        return psutil.Process(pid).num_threads() >= 3
+        return any(f.fd == 2 and Path(f.path) == log.resolve() for f in psutil.Process(pid).open_files())
     except psutil.Error:
         return False
 
@@ -283,11 +285,11 @@ def test_log_file_takes_the_logs_of_client_and_workers(tmp_path):
         os.kill(killed, signal.SIGKILL)
         wait_for_text(log, "Restarting worker")  # the nanny notices and restarts the worker
         # the replacement must be past its interpreter's start-up before the group's SIGINT
-        # (a signal there is Python's own fatal start-up error, not kngflow's output)
+        # (a signal there is Python's own KeyboardInterrupt traceback, not kngflow's output)
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             fresh = [p for p in worker_pids(proc) if p != killed]
-            if fresh and all(_worker_started(p) for p in fresh):
+            if fresh and all(_worker_started(p, log) for p in fresh):
                 break
             time.sleep(0.2)
         os.killpg(proc.pid, signal.SIGINT)
