@@ -98,9 +98,8 @@ def wait_for_text(path: Path, text: str, timeout: float = 120) -> None:
 
 def _worker_started(pid: int, log: Path) -> bool:
     """Whether worker process ``pid`` has run kngflow's worker preload, which installs its
-    signal handlers and then points its stderr at ``log`` (``--log-file``).  (A count of
-    threads is no such sign: numpy's BLAS starts its threads while the interpreter is still
-    importing, where a SIGINT is a KeyboardInterrupt traceback.)"""
+    signal handlers and then points its stderr at ``log`` (``--log-file``); before that, a
+    SIGINT is the starting interpreter's KeyboardInterrupt traceback."""
     try:
         return any(f.fd == 2 and Path(f.path) == log.resolve() for f in psutil.Process(pid).open_files())
     except psutil.Error:
@@ -281,15 +280,16 @@ def test_log_file_takes_the_logs_of_client_and_workers(tmp_path):
     proc = start_run(spec, store, "--log-file", log)
     try:
         wait_computing(proc, store)
-        killed = worker_pids(proc)[0]
-        os.kill(killed, signal.SIGKILL)
+        before = worker_pids(proc)
+        os.kill(before[0], signal.SIGKILL)
         wait_for_text(log, "Restarting worker")  # the nanny notices and restarts the worker
-        # the replacement must be past its interpreter's start-up before the group's SIGINT
-        # (a signal there is Python's own KeyboardInterrupt traceback, not kngflow's output)
+        # the replacement (a pid not seen before: the other worker alone is no sign of it) must
+        # be past its interpreter's start-up before the group's SIGINT (a signal there is
+        # Python's own KeyboardInterrupt traceback, not kngflow's output)
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
-            fresh = [p for p in worker_pids(proc) if p != killed]
-            if fresh and all(_worker_started(p, log) for p in fresh):
+            now = [p for p in worker_pids(proc) if p != before[0]]
+            if set(now) - set(before) and all(_worker_started(p, log) for p in now):
                 break
             time.sleep(0.2)
         os.killpg(proc.pid, signal.SIGINT)
