@@ -3,8 +3,8 @@
 The search scores every swap of declared records from two small samples of releases
 (:func:`kngflow.audit.events.best_predicted`).  The score is the predicted bound of the
 best event that :func:`~kngflow.audit.events.select_events` would choose on those samples
-(one event, 16 thresholds a statistic); ``best_predicted`` computes it for every statistic
-and orientation in one call.  On Laplace samples of ``--size`` releases per side in
+(one event, ``SCORE_THRESHOLDS`` thresholds a statistic); ``best_predicted`` computes it for
+every statistic and orientation in one call.  On Laplace samples of ``--size`` releases per side in
 1, 2, 6 and 8 dimensions this checks that both give the same score, to the bit, and
 prints the time of each and their ratio, measured in this run.
 
@@ -18,11 +18,11 @@ import time
 
 import numpy as np
 
-from kngflow.audit.events import best_predicted, select_events, statistics
+from kngflow.audit.events import SCORE_THRESHOLDS, best_predicted, select_events, statistics
 
 
 def reference(a, b, n, level):
-    events = select_events(statistics(a, b, cheap=True), a, b, n, level, keep=1, thresholds=16)
+    events = select_events(statistics(a, b, cheap=True), a, b, n, level, keep=1, thresholds=SCORE_THRESHOLDS)
     return events[0].predicted if events else 0.0
 
 

@@ -38,6 +38,8 @@ __all__ = ["Statistic", "Event", "statistics", "select_events", "predicted_bound
 SMOOTH = 0.1587
 #: Most thresholds tried per statistic.
 THRESHOLDS = 256
+#: Thresholds per statistic in a pair's score (:func:`best_predicted`), from small samples.
+SCORE_THRESHOLDS = 16
 #: Most fit-sample points per side in a kernel density estimate (its cost on the fresh
 #: draws grows with them: it dominated the audit at 1000).
 KERNEL_CENTRES = 300
@@ -387,10 +389,10 @@ def best_predicted(a: np.ndarray, b: np.ndarray, n: int, level: float, delta: fl
     events and the per-axis histogram log-ratio, the same samples choosing the statistics
     and thresholds (for ranking pairs only).
 
-    The predicted bound of :func:`select_events`'s best event (``keep=1``, 16 thresholds),
-    computed for every statistic and orientation in one call of :func:`predicted_bound`:
-    the pair search scores thousands of pairs."""
-    counts = [_threshold_counts(st, a, b, 16) for st in statistics(a, b, cheap=True)]
+    The predicted bound of :func:`select_events`'s best event (``keep=1``,
+    :data:`SCORE_THRESHOLDS` thresholds), computed for every statistic and orientation in
+    one call of :func:`predicted_bound`: the pair search scores thousands of pairs."""
+    counts = [_threshold_counts(st, a, b, SCORE_THRESHOLDS) for st in statistics(a, b, cheap=True)]
     if not counts:
         return 0.0
     width = max(len(t) for t, _, _ in counts)

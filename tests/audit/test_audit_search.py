@@ -16,7 +16,7 @@ from kngflow.audit.blackbox import _Sampler
 from kngflow.audit.calibration import Ball, Ball8, Disc, LaplaceMean
 from kngflow.audit.runner import releases
 from kngflow.audit import search as search_module
-from kngflow.audit.events import best_predicted, clean, select_events, statistics
+from kngflow.audit.events import SCORE_THRESHOLDS, best_predicted, clean, select_events, statistics
 from kngflow.audit.search import (REFINE_TOP, domain, extreme_pairs, record_classes, score_matrix, search_contexts,
                                    search_pair, separations)
 
@@ -31,9 +31,10 @@ def _score(a, b):
 @pytest.mark.parametrize("d", [1, 2, 3, 6, 8])
 def test_the_score_is_the_best_event_of_select_events(d):
     """A pair's score (every statistic and orientation in one call) is the predicted bound of
-    the one best event :func:`select_events` chooses on the same samples with 16
-    thresholds, to the bit: continuous releases, releases clamped to [-1, 1] (ties at the
-    ends), releases rounded to 0.1 (few distinct values) and samples of unequal sizes."""
+    the one best event :func:`select_events` chooses on the same samples with
+    ``SCORE_THRESHOLDS`` thresholds, to the bit: continuous releases, releases clamped to
+    [-1, 1] (ties at the ends), releases rounded to 0.1 (few distinct values) and samples of
+    unequal sizes."""
     rng = np.random.default_rng(d)
     for trial in range(40):
         m = (20, 60, 100, 150)[trial % 4]
@@ -41,7 +42,8 @@ def test_the_score_is_the_best_event_of_select_events(d):
         b = rng.laplace(size=(m - 7 * (trial % 2), d)) + rng.normal(0, 0.5, d)
         a, b = [(x, np.clip(x, -1, 1), np.round(x, 1))[trial % 3] for x in (a, b)]
         for n, delta in ((2_000, 0.0), (50_000, 1e-5)):
-            events = select_events(statistics(a, b, cheap=True), a, b, n, LEVEL, delta, keep=1, thresholds=16)
+            events = select_events(statistics(a, b, cheap=True), a, b, n, LEVEL, delta, keep=1,
+                                   thresholds=SCORE_THRESHOLDS)
             assert best_predicted(a, b, n, LEVEL, delta) == (events[0].predicted if events else 0.0), (trial, n)
 
 
